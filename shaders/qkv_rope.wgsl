@@ -1,0 +1,44 @@
+// Fused QKV projection + bias + RoPE + KV-cache write: x is read once for q, k and v.
+// W holds the rows of Wq, Wk, Wv stacked; the q and k rows of each head are stored pair-adjacent
+// (row 2i = original i, row 2i+1 = original i + HD/2) so a rotation pair arrives in one
+// store_pair call. q keeps that order; k is written in the same order into the cache, so q.k is
+// unchanged. v rows keep their original order.
+// Constants: QN = HQ*HD, KVN = HKV*HD, HD, CAP (cache slots), HAS_BIAS.
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> w: array<WElem>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(5) var<storage, read_write> q: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
+
+fn rotate(v: vec2<f32>, pos: u32, n: u32) -> vec2<f32> {
+    let theta = f32(pos) * inv_freq[(n % HD) / 2u];
+    let c = cos(theta);
+    let s = sin(theta);
+    return vec2<f32>(v.x * c - v.y * s, v.y * c + v.x * s);
+}
+
+fn store_pair(m: u32, n: u32, v0: f32, v1: f32) {
+    var v = vec2<f32>(v0, v1);
+    if (HAS_BIAS) {
+        v += vec2<f32>(bias[n], bias[n + 1u]);
+    }
+    let pos = step.start_pos + m;
+    let slot = pos % CAP;
+    if (n < QN) {
+        let r = rotate(v, pos, n);
+        q[m * QN + n] = r.x;
+        q[m * QN + n + 1u] = r.y;
+    } else if (n < QN + KVN) {
+        let r = rotate(v, pos, n - QN);
+        let i = slot * KVN + n - QN;
+        k_cache[i] = r.x;
+        k_cache[i + 1u] = r.y;
+    } else {
+        let i = slot * KVN + n - QN - KVN;
+        v_cache[i] = v.x;
+        v_cache[i + 1u] = v.y;
+    }
+}

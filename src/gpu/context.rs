@@ -1,0 +1,273 @@
+//! Adapter selection and the device: real limits, detected features, counted buffer creation.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::pipelines::PipelineCache;
+
+/// How to pick and configure the adapter.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Index into the adapter list (`wginfer info` prints it); `None` picks the best one.
+    pub adapter: Option<usize>,
+    /// Treat the adapter as having no SHADER_F16 / SUBGROUP (tests the portable path).
+    pub portable: bool,
+    /// Lower the storage-binding limit the engine plans with (tests tensor splitting).
+    pub max_binding_override: Option<u64>,
+}
+
+/// What the adapter can do, as the kernels see it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caps {
+    pub shader_f16: bool,
+    pub subgroup: bool,
+    pub min_subgroup_size: u32,
+    pub timestamp: bool,
+    pub timestamp_in_pass: bool,
+    pub coop_matrix: bool,
+    /// Largest range one storage binding may cover (bytes).
+    pub max_binding: u64,
+    pub max_buffer: u64,
+    pub max_workgroup_storage: u32,
+    pub storage_offset_alignment: u32,
+}
+
+/// The device, its queue, what it can do, and the cache of compiled kernels.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+    pub caps: Caps,
+    pub(super) pipelines: Mutex<PipelineCache>,
+    buffers_created: AtomicU64,
+}
+
+/// Every adapter wgpu finds on the backends `WGPU_BACKEND` allows (all when unset).
+pub fn list_adapters() -> Vec<wgpu::Adapter> {
+    let instance = new_instance();
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+}
+
+fn new_instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+fn adapter_rank(info: &wgpu::AdapterInfo) -> u32 {
+    use wgpu::DeviceType::*;
+    match info.device_type {
+        DiscreteGpu => 0,
+        IntegratedGpu => 1,
+        VirtualGpu => 2,
+        Other => 3,
+        Cpu => 4,
+    }
+}
+
+impl Gpu {
+    pub fn new(opts: &GpuOptions) -> Result<Gpu> {
+        let mut adapters = list_adapters();
+        if adapters.is_empty() {
+            bail!("no GPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers, or set WGPU_BACKEND)");
+        }
+        let adapter = match opts.adapter {
+            Some(i) if i < adapters.len() => adapters.swap_remove(i),
+            Some(i) => bail!(
+                "--adapter {i}: only {} adapter(s) found (see `wginfer info`)",
+                adapters.len()
+            ),
+            None => {
+                adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
+                adapters.swap_remove(0)
+            }
+        };
+        Self::from_adapter(adapter, opts)
+    }
+
+    pub fn from_adapter(adapter: wgpu::Adapter, opts: &GpuOptions) -> Result<Gpu> {
+        let info = adapter.get_info();
+        let offered = adapter.features();
+        let mut wanted = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        if !opts.portable {
+            wanted |= wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        }
+        let features = offered & wanted;
+        // Ask for what the adapter really has, not WebGPU's defaults (128 MiB bindings etc.).
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("wginfer"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .with_context(|| format!("requesting a device from adapter {:?}", info.name))?;
+        let max_binding = u64::from(limits.max_storage_buffer_binding_size)
+            .min(limits.max_buffer_size)
+            .min(opts.max_binding_override.unwrap_or(u64::MAX));
+        let caps = Caps {
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroup: features.contains(wgpu::Features::SUBGROUP),
+            min_subgroup_size: info.subgroup_min_size,
+            timestamp: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            timestamp_in_pass: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+            coop_matrix: offered.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            max_binding,
+            max_buffer: limits.max_buffer_size,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
+        };
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            features,
+            limits,
+            caps,
+            pipelines: Mutex::new(PipelineCache::default()),
+            buffers_created: AtomicU64::new(0),
+        })
+    }
+
+    /// Buffers created on this device so far (tests check that decoding creates none).
+    pub fn buffers_created(&self) -> u64 {
+        self.buffers_created.load(Ordering::Relaxed)
+    }
+
+    /// Creates a buffer; every buffer of the engine goes through here so it is counted.
+    pub fn buffer(
+        &self,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        if size > self.caps.max_buffer {
+            bail!(
+                "buffer {label:?} needs {size} bytes, over this adapter's limit of {} bytes",
+                self.caps.max_buffer
+            );
+        }
+        self.buffers_created.fetch_add(1, Ordering::Relaxed);
+        // Sizes are rounded to 16 bytes so vec4 views and copies never fall off the end.
+        let size = size.max(16).next_multiple_of(16);
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// A storage buffer filled with `data`.
+    pub fn storage_from(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+        let buf = self.buffer(label, data.len() as u64, storage_usage())?;
+        self.queue.write_buffer(&buf, 0, pad4(data).as_ref());
+        Ok(buf)
+    }
+
+    /// An empty storage buffer (zeroed by wgpu).
+    pub fn storage(&self, label: &str, size: u64) -> Result<wgpu::Buffer> {
+        self.buffer(label, size, storage_usage())
+    }
+
+    /// Copies `size` bytes of `src` back to the CPU. For tests and one-off reads: the decode
+    /// loop uses its own preallocated staging buffer instead.
+    pub fn read_back(&self, src: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        let size = size.next_multiple_of(4);
+        let staging = self.buffer(
+            "read_back",
+            size,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
+        self.queue.submit([enc.finish()]);
+        self.map_read(&staging, size)
+    }
+
+    /// Waits for `buf` (MAP_READ) and returns its first `size` bytes.
+    pub fn map_read(&self, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        let slice = buf.slice(0..size);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        rx.recv()
+            .map_err(|_| anyhow!("buffer map callback never ran"))?
+            .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;
+        let bytes = slice
+            .get_mapped_range()
+            .map_err(|e| anyhow!("{e:?}"))?
+            .to_vec();
+        buf.unmap();
+        Ok(bytes)
+    }
+
+    /// Records one compute pass with `f`, submits it and waits for the GPU.
+    pub fn run_pass(&self, f: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> Result<()> {
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            f(&mut pass);
+        }
+        self.queue.submit([enc.finish()]);
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        Ok(())
+    }
+
+    /// One line per fact, as `wginfer info` prints it.
+    pub fn describe(&self) -> String {
+        let i = &self.info;
+        let c = &self.caps;
+        let l = &self.limits;
+        format!(
+            "adapter: {}\nbackend: {:?}\ndevice type: {:?}\ndriver: {} {}\n\
+             features: shader_f16={} subgroup={} (size {}..{}) timestamp={} timestamp_in_pass={} cooperative_matrix={}\n\
+             limits: max_storage_binding={} max_buffer={} workgroup_storage={} invocations={} storage_offset_alignment={}\n\
+             kernel path: {}",
+            i.name,
+            i.backend,
+            i.device_type,
+            i.driver,
+            i.driver_info,
+            c.shader_f16,
+            c.subgroup,
+            i.subgroup_min_size,
+            i.subgroup_max_size,
+            c.timestamp,
+            c.timestamp_in_pass,
+            c.coop_matrix,
+            l.max_storage_buffer_binding_size,
+            l.max_buffer_size,
+            l.max_compute_workgroup_storage_size,
+            l.max_compute_invocations_per_workgroup,
+            l.min_storage_buffer_offset_alignment,
+            if c.subgroup { "subgroup reductions" } else { "portable (workgroup-memory reductions)" },
+        )
+    }
+}
+
+pub fn storage_usage() -> wgpu::BufferUsages {
+    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC
+}
+
+/// wgpu writes whole 4-byte words; pad odd-sized uploads.
+fn pad4(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if data.len() % 4 == 0 {
+        data.into()
+    } else {
+        let mut v = data.to_vec();
+        v.resize(data.len().next_multiple_of(4), 0);
+        v.into()
+    }
+}

@@ -1,0 +1,10 @@
+//! The GPU layer: adapter and device selection, shader assembly, the pipeline cache, buffer
+//! helpers and the timestamp profiler. Everything above this module talks to wgpu through it.
+
+mod context;
+mod pipelines;
+pub mod profiler;
+pub mod shader;
+
+pub use context::{Caps, Gpu, GpuOptions};
+pub use pipelines::{Bound, Kernel};

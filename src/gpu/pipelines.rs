@@ -1,0 +1,97 @@
+//! Compiled kernels, cached by their full WGSL text: one pipeline per (kernel, variant).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Result};
+
+use super::Gpu;
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    by_source: HashMap<String, Arc<wgpu::ComputePipeline>>,
+}
+
+/// A compiled kernel variant.
+#[derive(Clone)]
+pub struct Kernel {
+    pub name: &'static str,
+    pipeline: Arc<wgpu::ComputePipeline>,
+}
+
+/// A kernel with its buffers bound, ready to record.
+pub struct Bound {
+    pub kernel: Kernel,
+    pub group: wgpu::BindGroup,
+}
+
+impl Kernel {
+    /// Compiles `source` once; later calls with the same text reuse the pipeline.
+    pub fn get(gpu: &Gpu, name: &'static str, source: String) -> Result<Kernel> {
+        let mut cache = gpu
+            .pipelines
+            .lock()
+            .map_err(|_| anyhow!("pipeline cache poisoned"))?;
+        if let Some(p) = cache.by_source.get(&source) {
+            return Ok(Kernel {
+                name,
+                pipeline: p.clone(),
+            });
+        }
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = gpu
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(name),
+                source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+            });
+        let pipeline = gpu
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(name),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        if let Some(err) = pollster::block_on(scope.pop()) {
+            return Err(anyhow!(
+                "kernel {name} failed to compile on this adapter: {err}"
+            ));
+        }
+        let pipeline = Arc::new(pipeline);
+        cache.by_source.insert(source, pipeline.clone());
+        Ok(Kernel { name, pipeline })
+    }
+
+    /// Binds `buffers` to bindings 0, 1, 2, ... of group 0 (the convention of every kernel).
+    pub fn bind(&self, gpu: &Gpu, buffers: &[&wgpu::Buffer]) -> Bound {
+        let layout = self.pipeline.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(self.name),
+            layout: &layout,
+            entries: &entries,
+        });
+        Bound {
+            kernel: self.clone(),
+            group,
+        }
+    }
+}
+
+impl Bound {
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, groups: [u32; 3]) {
+        pass.set_pipeline(&self.kernel.pipeline);
+        pass.set_bind_group(0, &self.group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+    }
+}

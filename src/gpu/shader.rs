@@ -1,0 +1,96 @@
+//! Shader assembly. A kernel's WGSL is: generated constants (shapes, tile sizes, flags), the
+//! shared pieces it names from `shaders/lib/`, then its own `shaders/NAME.wgsl`. Variants
+//! (weight type, tile sizes, decode vs prefill core) are different constants or pieces of the
+//! same files, never copied files.
+
+use std::fmt::Write;
+
+/// Every WGSL file, embedded at build time.
+const FILES: &[(&str, &str)] = &[
+    ("lib/common", include_str!("../../shaders/lib/common.wgsl")),
+    (
+        "lib/weight_f32",
+        include_str!("../../shaders/lib/weight_f32.wgsl"),
+    ),
+    (
+        "lib/weight_f16",
+        include_str!("../../shaders/lib/weight_f16.wgsl"),
+    ),
+    ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
+    (
+        "lib/linear_tiled",
+        include_str!("../../shaders/lib/linear_tiled.wgsl"),
+    ),
+    (
+        "lib/linear_gemv",
+        include_str!("../../shaders/lib/linear_gemv.wgsl"),
+    ),
+    ("embedding", include_str!("../../shaders/embedding.wgsl")),
+    ("rmsnorm", include_str!("../../shaders/rmsnorm.wgsl")),
+    ("matmul", include_str!("../../shaders/matmul.wgsl")),
+    ("qkv_rope", include_str!("../../shaders/qkv_rope.wgsl")),
+    ("swiglu", include_str!("../../shaders/swiglu.wgsl")),
+    (
+        "attention_plain",
+        include_str!("../../shaders/attention_plain.wgsl"),
+    ),
+    (
+        "attention_flash",
+        include_str!("../../shaders/attention_flash.wgsl"),
+    ),
+    ("argmax", include_str!("../../shaders/argmax.wgsl")),
+];
+
+/// Names of every WGSL file under shaders/ (tests check each one is listed here).
+pub fn file_names() -> impl Iterator<Item = &'static str> {
+    FILES.iter().map(|(n, _)| *n)
+}
+
+fn file(name: &str) -> &'static str {
+    FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("no shader file {name:?} (a bug: FILES lists every file)"))
+}
+
+/// Compile-time constants of one kernel variant.
+#[derive(Clone, Debug, Default)]
+pub struct Defs(Vec<(String, String)>);
+
+impl Defs {
+    pub fn new() -> Defs {
+        Defs::default()
+    }
+    pub fn u32(mut self, name: &str, v: u32) -> Defs {
+        self.0
+            .push((name.into(), format!("const {name}: u32 = {v}u;")));
+        self
+    }
+    pub fn f32(mut self, name: &str, v: f32) -> Defs {
+        self.0
+            .push((name.into(), format!("const {name}: f32 = {v:e};")));
+        self
+    }
+    pub fn bool(mut self, name: &str, v: bool) -> Defs {
+        self.0
+            .push((name.into(), format!("const {name}: bool = {v};")));
+        self
+    }
+}
+
+/// The full WGSL text of kernel `name` with `defs` and the shared pieces `libs`.
+pub fn assemble(name: &str, defs: &Defs, libs: &[&str]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "// kernel: {name}");
+    for (_, line) in &defs.0 {
+        s.push_str(line);
+        s.push('\n');
+    }
+    s.push_str(file("lib/common"));
+    for lib in libs {
+        s.push_str(file(lib));
+    }
+    s.push_str(file(name));
+    s
+}

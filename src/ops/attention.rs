@@ -1,0 +1,99 @@
+//! The attention router: the plain kernel while the context is at most `threshold` positions,
+//! the flash kernel beyond.
+
+use anyhow::Result;
+
+use super::attention_flash::AttentionFlash;
+use super::attention_plain::AttentionPlain;
+use super::qkv_rope::HeadShape;
+use crate::gpu::shader::Defs;
+use crate::gpu::Gpu;
+
+/// Default context length (positions) above which the flash kernel runs.
+pub const DEFAULT_THRESHOLD: u32 = 1024;
+/// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
+pub const MAX_THRESHOLD: u32 = 8192;
+
+pub fn head_defs(h: &HeadShape, wg_threads: u32) -> Defs {
+    Defs::new()
+        .u32("HD", h.head_dim)
+        .u32("HQ", h.n_heads)
+        .u32("HKV", h.n_kv_heads)
+        .u32("CAP", h.cache_slots)
+        .f32("SCALE", 1.0 / (h.head_dim as f32).sqrt())
+        .u32("WG_THREADS", wg_threads)
+}
+
+pub struct AttnBuffers<'a> {
+    pub step: &'a wgpu::Buffer,
+    pub q: &'a wgpu::Buffer,
+    pub k_cache: &'a wgpu::Buffer,
+    pub v_cache: &'a wgpu::Buffer,
+    pub o: &'a wgpu::Buffer,
+}
+
+impl AttnBuffers<'_> {
+    pub fn list(&self) -> [&wgpu::Buffer; 5] {
+        [self.step, self.q, self.k_cache, self.v_cache, self.o]
+    }
+}
+
+/// Which kernel served a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnKind {
+    Plain,
+    Flash,
+}
+
+impl AttnKind {
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            AttnKind::Plain => "attention_plain",
+            AttnKind::Flash => "attention_flash",
+        }
+    }
+}
+
+pub struct Attention {
+    plain: AttentionPlain,
+    flash: AttentionFlash,
+    threshold: u32,
+    n_heads: u32,
+}
+
+impl Attention {
+    pub fn new(gpu: &Gpu, h: &HeadShape, threshold: u32, b: &AttnBuffers) -> Result<Attention> {
+        anyhow::ensure!(
+            (1..=MAX_THRESHOLD).contains(&threshold),
+            "attention threshold {threshold} must be in 1..={MAX_THRESHOLD}"
+        );
+        anyhow::ensure!(
+            h.n_kv_heads > 0 && h.n_heads % h.n_kv_heads == 0,
+            "{} query heads are not a multiple of {} KV heads",
+            h.n_heads,
+            h.n_kv_heads
+        );
+        Ok(Attention {
+            plain: AttentionPlain::new(gpu, h, threshold, b)?,
+            flash: AttentionFlash::new(gpu, h, b)?,
+            threshold,
+            n_heads: h.n_heads,
+        })
+    }
+
+    /// The kernel for a step whose last row sees `context` positions.
+    pub fn route(&self, context: u32) -> AttnKind {
+        if context <= self.threshold {
+            AttnKind::Plain
+        } else {
+            AttnKind::Flash
+        }
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32) {
+        match kind {
+            AttnKind::Plain => self.plain.record(pass, self.n_heads, rows),
+            AttnKind::Flash => self.flash.record(pass, self.n_heads, rows),
+        }
+    }
+}

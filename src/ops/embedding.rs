@@ -1,0 +1,56 @@
+//! `shaders/embedding.wgsl`: gathers the embedding rows of a step's token ids.
+
+use anyhow::Result;
+
+use super::{groups, Weight};
+use crate::gpu::shader::{assemble, Defs};
+use crate::gpu::{Bound, Gpu, Kernel};
+
+const WG_THREADS: u32 = 256;
+
+pub fn source(lib_weight: &str, d: u32, row_lo: u32, row_hi: u32) -> String {
+    let defs = Defs::new()
+        .u32("D", d)
+        .u32("ROW_LO", row_lo)
+        .u32("ROW_HI", row_hi)
+        .u32("WG_THREADS", WG_THREADS);
+    assemble("embedding", &defs, &[lib_weight])
+}
+
+pub struct Embedding {
+    parts: Vec<Bound>,
+    d: u32,
+}
+
+impl Embedding {
+    pub fn new(
+        gpu: &Gpu,
+        table: &Weight,
+        step: &wgpu::Buffer,
+        ids: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+    ) -> Result<Embedding> {
+        let parts = table
+            .parts
+            .iter()
+            .map(|p| {
+                let k = Kernel::get(
+                    gpu,
+                    "embedding",
+                    source(table.ty.lib(), table.cols, p.row_lo, p.row_lo + p.rows),
+                )?;
+                Ok(k.bind(gpu, &[step, ids, &p.buffer, x]))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Embedding {
+            parts,
+            d: table.cols,
+        })
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        for p in &self.parts {
+            p.record(pass, [groups(rows * self.d / 4, WG_THREADS), 1, 1]);
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The core shared by every kernel that multiplies activations by a weight (matmul, qkv_rope,
+//! swiglu): a GEMV variant for decode (few rows) and a tiled variant for prefill, chosen per
+//! step by row count. The kernels differ only in what they do with each output pair.
+
+use anyhow::Result;
+
+use super::groups;
+use crate::gpu::shader::{assemble, Defs};
+use crate::gpu::{Bound, Gpu, Kernel};
+
+/// Tile shape of the tiled (prefill) core. Threads per workgroup = wg_x * wg_y; each thread
+/// computes a (tm / wg_y) x (tn / wg_x) micro-tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiles {
+    pub tm: u32,
+    pub tn: u32,
+    pub tk: u32,
+    pub wg_x: u32,
+    pub wg_y: u32,
+}
+
+impl Default for Tiles {
+    fn default() -> Self {
+        Tiles {
+            tm: 64,
+            tn: 64,
+            tk: 16,
+            wg_x: 16,
+            wg_y: 16,
+        }
+    }
+}
+
+impl Tiles {
+    pub fn check(&self) -> Result<()> {
+        let ok = self.tm % self.wg_y == 0
+            && self.tn % self.wg_x == 0
+            && (self.tn / self.wg_x) % 2 == 0
+            && self.tk % 4 == 0
+            && self.wg_x * self.wg_y <= 256;
+        anyhow::ensure!(ok, "tile config {self:?} is invalid (tn/wg_x must be even, tk a multiple of 4, at most 256 threads)");
+        Ok(())
+    }
+}
+
+/// Shape of the GEMV (decode) core: R output columns per workgroup, LANES threads per column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvShape {
+    pub rows_per_group: u32,
+    pub lanes: u32,
+}
+
+impl Default for GemvShape {
+    fn default() -> Self {
+        GemvShape {
+            rows_per_group: 4,
+            lanes: 64,
+        }
+    }
+}
+
+/// Up to this many rows (tokens) use the GEMV core; more use the tiled core.
+pub const GEMV_MAX_ROWS: u32 = 4;
+
+/// Heuristics for the linear cores; `wginfer tune` will overwrite these per adapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinearConfig {
+    pub tiles: Tiles,
+    pub gemv: GemvShape,
+}
+
+/// Both compiled variants of one linear kernel for one weight shape.
+pub struct LinearKernels {
+    pub gemv: Kernel,
+    pub tiled: Kernel,
+    n: u32,
+    cfg: LinearConfig,
+}
+
+/// WGSL of `name` in both variants; `defs` carries the kernel's own constants.
+pub fn sources(
+    name: &str,
+    defs: &Defs,
+    lib_weight: &str,
+    k: u32,
+    n: u32,
+    rows_from_step: bool,
+    cfg: &LinearConfig,
+) -> [String; 2] {
+    let t = cfg.tiles;
+    let g = cfg.gemv;
+    let gemv_defs = defs
+        .clone()
+        .u32("K", k)
+        .u32("N", n)
+        .u32("R", g.rows_per_group)
+        .u32("LANES", g.lanes)
+        .u32("WG_THREADS", g.rows_per_group * g.lanes)
+        .bool("ROWS_FROM_STEP", rows_from_step);
+    let tiled_defs = defs
+        .clone()
+        .u32("K", k)
+        .u32("N", n)
+        .u32("TM", t.tm)
+        .u32("TN", t.tn)
+        .u32("TK", t.tk)
+        .u32("WG_X", t.wg_x)
+        .u32("WG_Y", t.wg_y)
+        .u32("RM", t.tm / t.wg_y)
+        .u32("RN", t.tn / t.wg_x)
+        .bool("ROWS_FROM_STEP", rows_from_step);
+    [
+        assemble(name, &gemv_defs, &[lib_weight, "lib/linear_gemv"]),
+        assemble(name, &tiled_defs, &[lib_weight, "lib/linear_tiled"]),
+    ]
+}
+
+impl LinearKernels {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: &Gpu,
+        name: &'static str,
+        defs: &Defs,
+        lib_weight: &str,
+        k: u32,
+        n: u32,
+        rows_from_step: bool,
+        cfg: &LinearConfig,
+    ) -> Result<Self> {
+        cfg.tiles.check()?;
+        let [g, t] = sources(name, defs, lib_weight, k, n, rows_from_step, cfg);
+        Ok(LinearKernels {
+            gemv: Kernel::get(gpu, name, g)?,
+            tiled: Kernel::get(gpu, name, t)?,
+            n,
+            cfg: *cfg,
+        })
+    }
+
+    /// Which variant serves `rows` rows, and its workgroup counts.
+    pub fn plan(&self, rows: u32) -> (bool, [u32; 3]) {
+        if rows <= GEMV_MAX_ROWS {
+            (true, [groups(self.n, self.cfg.gemv.rows_per_group), 1, 1])
+        } else {
+            (
+                false,
+                [
+                    groups(self.n, self.cfg.tiles.tn),
+                    groups(rows, self.cfg.tiles.tm),
+                    1,
+                ],
+            )
+        }
+    }
+}
+
+/// A linear kernel with its buffers bound in both variants.
+pub struct BoundLinear {
+    kernels: LinearKernels,
+    gemv: Bound,
+    tiled: Bound,
+}
+
+impl BoundLinear {
+    pub fn new(gpu: &Gpu, kernels: LinearKernels, buffers: &[&wgpu::Buffer]) -> BoundLinear {
+        let gemv = kernels.gemv.bind(gpu, buffers);
+        let tiled = kernels.tiled.bind(gpu, buffers);
+        BoundLinear {
+            kernels,
+            gemv,
+            tiled,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.gemv.kernel.name
+    }
+
+    /// Records the variant that suits `rows` rows.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        let (use_gemv, wg) = self.kernels.plan(rows);
+        if use_gemv {
+            self.gemv.record(pass, wg);
+        } else {
+            self.tiled.record(pass, wg);
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! `shaders/matmul.wgsl`: y = x W^T (or y += x W^T, the fused residual add), for every part of a
+//! weight that is split over several bindings.
+
+use anyhow::Result;
+
+use super::linear::{BoundLinear, LinearConfig, LinearKernels};
+use super::Weight;
+use crate::gpu::shader::Defs;
+use crate::gpu::Gpu;
+
+pub struct Matmul {
+    parts: Vec<BoundLinear>,
+}
+
+/// Kernel-specific constants for one part of a weight with `n_total` rows starting at `row_lo`.
+pub fn defs(accumulate: bool, n_total: u32, row_lo: u32) -> Defs {
+    Defs::new()
+        .bool("ACCUMULATE", accumulate)
+        .u32("Y_STRIDE", n_total)
+        .u32("N_OFFSET", row_lo)
+}
+
+impl Matmul {
+    /// `y[rows, w.rows] (+)= x[rows, w.cols] W^T`. With `rows_from_step` false, one row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: &Gpu,
+        cfg: &LinearConfig,
+        w: &Weight,
+        step: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        accumulate: bool,
+        rows_from_step: bool,
+    ) -> Result<Matmul> {
+        let parts = w
+            .parts
+            .iter()
+            .map(|p| {
+                let k = LinearKernels::new(
+                    gpu,
+                    "matmul",
+                    &defs(accumulate, w.rows, p.row_lo),
+                    w.ty.lib(),
+                    w.cols,
+                    p.rows,
+                    rows_from_step,
+                    cfg,
+                )?;
+                Ok(BoundLinear::new(gpu, k, &[step, x, &p.buffer, y]))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Matmul { parts })
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        for p in &self.parts {
+            p.record(pass, rows);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Kernel launchers: one file per kernel, named like its `shaders/NAME.wgsl`. Each builds its
+//! pipelines and bind groups once (at load) and records dispatches into a compute pass.
+
+pub mod argmax;
+pub mod attention;
+pub mod attention_flash;
+pub mod attention_plain;
+pub mod embedding;
+pub mod linear;
+pub mod matmul;
+pub mod qkv_rope;
+pub mod rmsnorm;
+pub mod swiglu;
+pub mod weight;
+
+pub use weight::{Weight, WeightType};
+
+/// Workgroups needed to cover `n` items `per` at a time.
+pub fn groups(n: u32, per: u32) -> u32 {
+    n.div_ceil(per)
+}
+
+/// The per-step values of `shaders/lib/common.wgsl`'s `Step`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Step {
+    pub n_tokens: u32,
+    pub start_pos: u32,
+    pub kv_lo: u32,
+    pub pad: u32,
+}
+
+impl Step {
+    /// The uniform buffer every kernel reads its step from (one per model, written per submit).
+    pub fn buffer(gpu: &crate::gpu::Gpu) -> anyhow::Result<wgpu::Buffer> {
+        gpu.buffer(
+            "step",
+            16,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        )
+    }
+
+    pub fn write(&self, gpu: &crate::gpu::Gpu, buffer: &wgpu::Buffer) {
+        gpu.queue.write_buffer(buffer, 0, bytemuck::bytes_of(self));
+    }
+}

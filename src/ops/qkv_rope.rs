@@ -1,0 +1,118 @@
+//! `shaders/qkv_rope.wgsl`: the fused QKV projection + bias + RoPE + KV-cache write.
+
+use anyhow::Result;
+
+use super::linear::{BoundLinear, LinearConfig, LinearKernels};
+use super::Weight;
+use crate::gpu::shader::Defs;
+use crate::gpu::Gpu;
+
+/// Head layout of the attention block and the KV ring size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadShape {
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    /// KV-cache slots (positions held).
+    pub cache_slots: u32,
+}
+
+impl HeadShape {
+    pub fn q_dim(&self) -> u32 {
+        self.n_heads * self.head_dim
+    }
+    pub fn kv_dim(&self) -> u32 {
+        self.n_kv_heads * self.head_dim
+    }
+}
+
+pub fn defs(h: &HeadShape, has_bias: bool) -> Defs {
+    Defs::new()
+        .u32("QN", h.q_dim())
+        .u32("KVN", h.kv_dim())
+        .u32("HD", h.head_dim)
+        .u32("CAP", h.cache_slots)
+        .bool("HAS_BIAS", has_bias)
+}
+
+pub struct QkvRope(BoundLinear);
+
+/// The buffers `qkv_rope` reads and writes.
+pub struct QkvBuffers<'a> {
+    pub step: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    /// q/k/v biases in the same row order as the weight; `None` for models without.
+    pub bias: Option<&'a wgpu::Buffer>,
+    pub inv_freq: &'a wgpu::Buffer,
+    pub q: &'a wgpu::Buffer,
+    pub k_cache: &'a wgpu::Buffer,
+    pub v_cache: &'a wgpu::Buffer,
+}
+
+impl QkvRope {
+    /// `w` stacks Wq, Wk, Wv with q and k rows pair-adjacent per head (see the shader).
+    pub fn new(
+        gpu: &Gpu,
+        cfg: &LinearConfig,
+        w: &Weight,
+        h: &HeadShape,
+        b: &QkvBuffers,
+    ) -> Result<QkvRope> {
+        anyhow::ensure!(
+            w.rows == h.q_dim() + 2 * h.kv_dim() && h.head_dim % 2 == 0,
+            "weight {}: {} rows for {} q + 2x{} kv rows",
+            w.name,
+            w.rows,
+            h.q_dim(),
+            h.kv_dim()
+        );
+        let k = LinearKernels::new(
+            gpu,
+            "qkv_rope",
+            &defs(h, b.bias.is_some()),
+            w.ty.lib(),
+            w.cols,
+            w.rows,
+            true,
+            cfg,
+        )?;
+        // Without a bias the binding still needs a buffer; the shader never reads it.
+        let bias = b.bias.unwrap_or(b.inv_freq);
+        Ok(QkvRope(BoundLinear::new(
+            gpu,
+            k,
+            &[
+                b.step,
+                b.x,
+                w.single()?,
+                bias,
+                b.inv_freq,
+                b.q,
+                b.k_cache,
+                b.v_cache,
+            ],
+        )))
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        self.0.record(pass, rows);
+    }
+}
+
+/// Row order of the fused weight as indices into the stacked rows [Wq; Wk; Wv]: the q and k
+/// rows of each head pair-adjacent (new row 2i = original i, 2i+1 = original i + head_dim/2).
+pub fn fused_row_order(h: &HeadShape) -> Vec<usize> {
+    let hd = h.head_dim as usize;
+    let half = hd / 2;
+    let pairs = |heads: u32, base: usize| {
+        (0..heads as usize * hd).map(move |r| {
+            let (head, d) = (r / hd, r % hd);
+            base + head * hd + if d % 2 == 0 { d / 2 } else { d / 2 + half }
+        })
+    };
+    let (qn, kvn) = (h.q_dim() as usize, h.kv_dim() as usize);
+    pairs(h.n_heads, 0)
+        .chain(pairs(h.n_kv_heads, qn))
+        .chain(qn + kvn..qn + 2 * kvn)
+        .collect()
+}

@@ -1,0 +1,11 @@
+//! Each kernel against a CPU reference, on shapes that are not multiples of the tile sizes.
+//! One test binary (linking wgpu once); one module per kernel, named like the kernel.
+
+mod argmax;
+mod attention;
+mod common;
+mod embedding;
+mod matmul;
+mod qkv_rope;
+mod rmsnorm;
+mod swiglu;
