@@ -107,7 +107,8 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         }))
         .with_context(|| format!("requesting a device from adapter {:?}", info.name))?;
-        let max_binding = u64::from(limits.max_storage_buffer_binding_size)
+        let max_binding = limits
+            .max_storage_buffer_binding_size
             .min(limits.max_buffer_size)
             .min(opts.max_binding_override.unwrap_or(u64::MAX));
         let caps = Caps {
@@ -233,8 +234,7 @@ impl Gpu {
         format!(
             "adapter: {}\nbackend: {:?}\ndevice type: {:?}\ndriver: {} {}\n\
              features: shader_f16={} subgroup={} (size {}..{}) timestamp={} timestamp_in_pass={} cooperative_matrix={}\n\
-             limits: max_storage_binding={} max_buffer={} workgroup_storage={} invocations={} storage_offset_alignment={}\n\
-             kernel path: {}",
+             limits: max_storage_binding={} max_buffer={} workgroup_storage={} invocations={} storage_offset_alignment={}",
             i.name,
             i.backend,
             i.device_type,
@@ -252,7 +252,6 @@ impl Gpu {
             l.max_compute_workgroup_storage_size,
             l.max_compute_invocations_per_workgroup,
             l.min_storage_buffer_offset_alignment,
-            if c.subgroup { "subgroup reductions" } else { "portable (workgroup-memory reductions)" },
         )
     }
 }
@@ -263,7 +262,7 @@ pub fn storage_usage() -> wgpu::BufferUsages {
 
 /// wgpu writes whole 4-byte words; pad odd-sized uploads.
 fn pad4(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if data.len() % 4 == 0 {
+    if data.len().is_multiple_of(4) {
         data.into()
     } else {
         let mut v = data.to_vec();

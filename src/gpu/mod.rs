@@ -6,5 +6,5 @@ mod pipelines;
 pub mod profiler;
 pub mod shader;
 
-pub use context::{Caps, Gpu, GpuOptions};
+pub use context::{list_adapters, Caps, Gpu, GpuOptions};
 pub use pipelines::{Bound, Kernel};

@@ -68,7 +68,7 @@ impl Attention {
             "attention threshold {threshold} must be in 1..={MAX_THRESHOLD}"
         );
         anyhow::ensure!(
-            h.n_kv_heads > 0 && h.n_heads % h.n_kv_heads == 0,
+            h.n_kv_heads > 0 && h.n_heads.is_multiple_of(h.n_kv_heads),
             "{} query heads are not a multiple of {} KV heads",
             h.n_heads,
             h.n_kv_heads

@@ -33,10 +33,10 @@ impl Default for Tiles {
 
 impl Tiles {
     pub fn check(&self) -> Result<()> {
-        let ok = self.tm % self.wg_y == 0
-            && self.tn % self.wg_x == 0
-            && (self.tn / self.wg_x) % 2 == 0
-            && self.tk % 4 == 0
+        let ok = self.tm.is_multiple_of(self.wg_y)
+            && self.tn.is_multiple_of(self.wg_x)
+            && (self.tn / self.wg_x).is_multiple_of(2)
+            && self.tk.is_multiple_of(4)
             && self.wg_x * self.wg_y <= 256;
         anyhow::ensure!(ok, "tile config {self:?} is invalid (tn/wg_x must be even, tk a multiple of 4, at most 256 threads)");
         Ok(())

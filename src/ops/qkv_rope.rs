@@ -59,7 +59,7 @@ impl QkvRope {
         b: &QkvBuffers,
     ) -> Result<QkvRope> {
         anyhow::ensure!(
-            w.rows == h.q_dim() + 2 * h.kv_dim() && h.head_dim % 2 == 0,
+            w.rows == h.q_dim() + 2 * h.kv_dim() && h.head_dim.is_multiple_of(2),
             "weight {}: {} rows for {} q + 2x{} kv rows",
             w.name,
             w.rows,

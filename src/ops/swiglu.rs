@@ -20,7 +20,7 @@ impl SwiGlu {
         h: &wgpu::Buffer,
     ) -> Result<SwiGlu> {
         anyhow::ensure!(
-            w.rows % 2 == 0,
+            w.rows.is_multiple_of(2),
             "weight {}: gate/up rows must come in pairs",
             w.name
         );

@@ -73,7 +73,7 @@ impl Weight {
                 rows * row_bytes
             );
         }
-        if cols % 4 != 0 {
+        if !cols.is_multiple_of(4) {
             bail!("weight {name}: {cols} columns; the kernels need a multiple of 4");
         }
         let rows_per_part =

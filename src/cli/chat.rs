@@ -1,0 +1,78 @@
+//! `wginfer chat`: an interactive terminal loop. The history is re-rendered each turn; the
+//! engine reuses the KV cache for the part of the prompt it has already seen.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::{ModelArgs, SamplingArgs};
+use crate::engine::{Engine, Request};
+use crate::tokenizer::{Message, StreamDecoder};
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    #[arg(long)]
+    system: Option<String>,
+    /// Most tokens per answer.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: usize,
+}
+
+pub fn run(a: &ChatArgs) -> Result<()> {
+    let path = a.model.model_path()?;
+    let mut engine = Engine::load(&path, &a.model.engine_options())?;
+    let tok = engine
+        .tokenizer
+        .take()
+        .with_context(|| format!("{} has no tokenizer.json", path.display()))?;
+    let mut history: Vec<Message> = a.system.iter().map(|s| Message::new("system", s)).collect();
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    eprintln!(
+        "chatting with {} (empty line or Ctrl-D to quit, /reset to start over)",
+        path.display()
+    );
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
+            return Ok(());
+        }
+        if line.trim() == "/reset" {
+            history.retain(|m| m.role == "system");
+            engine.reset();
+            continue;
+        }
+        history.push(Message::new("user", line.trim_end()));
+        let req = Request {
+            prompt_ids: tok.encode_chat(&history)?,
+            max_tokens: a.max_tokens,
+            sampling: a.sampling.params(),
+            stop_at_eos: true,
+        };
+        let mut stream = StreamDecoder::default();
+        let g = engine.generate(&req, |id| {
+            if let Ok(Some(piece)) = stream.push(&tok, id) {
+                let _ = out.write_all(piece.as_bytes());
+                let _ = out.flush();
+            }
+            true
+        });
+        match g {
+            Ok(g) => {
+                writeln!(out)?;
+                history.push(Message::new("assistant", &tok.decode(&g.ids)?));
+            }
+            Err(e) => {
+                // Keep the session: drop the turn that failed and say why.
+                history.pop();
+                eprintln!("error: {e:#}");
+            }
+        }
+    }
+}

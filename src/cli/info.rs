@@ -1,0 +1,64 @@
+//! `wginfer info`: adapters, the chosen one's backend, driver, features and limits; with
+//! --model, the model's shape and its GPU memory.
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::engine::Engine;
+use crate::gpu::{Gpu, GpuOptions};
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// Adapter index to describe.
+    #[arg(long)]
+    adapter: Option<usize>,
+    /// Also load this model and describe it.
+    #[arg(long)]
+    model: Option<std::path::PathBuf>,
+}
+
+pub fn run(a: &InfoArgs) -> Result<()> {
+    println!("adapters:");
+    for (i, ad) in crate::gpu::list_adapters().iter().enumerate() {
+        let info = ad.get_info();
+        println!(
+            "  [{i}] {} ({:?}, {:?})",
+            info.name, info.backend, info.device_type
+        );
+    }
+    let opts = GpuOptions {
+        adapter: a.adapter,
+        ..Default::default()
+    };
+    match &a.model {
+        None => println!("{}", Gpu::new(&opts)?.describe()),
+        Some(path) => {
+            let engine = Engine::load(
+                path,
+                &crate::engine::EngineOptions {
+                    gpu: opts,
+                    ..Default::default()
+                },
+            )?;
+            println!("{}", engine.gpu.describe());
+            let c = &engine.forward.cfg;
+            println!(
+                "model: {} ({:?}): {} layers, hidden {}, {} heads / {} KV heads of {}, intermediate {}, vocab {}",
+                path.display(),
+                c.arch,
+                c.layers,
+                c.hidden,
+                c.heads,
+                c.kv_heads,
+                c.head_dim,
+                c.intermediate,
+                c.vocab
+            );
+            println!(
+                "weights on GPU: {:.1} MiB",
+                engine.forward.weights.gpu_bytes() as f64 / (1 << 20) as f64
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Subcommands of the `wginfer` binary.
+
+mod chat;
+mod generate;
+mod info;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::engine::EngineOptions;
+use crate::gpu::GpuOptions;
+use crate::model::forward::ForwardOptions;
+use crate::ops::attention::DEFAULT_THRESHOLD;
+use crate::sampling::SamplingParams;
+
+/// Where `make model` puts the default model (SmolLM2-135M-Instruct).
+pub const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct";
+
+#[derive(Parser)]
+#[command(
+    name = "wginfer",
+    version,
+    about = "LLM inference on wgpu (Llama, Qwen2, Mistral)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate text from a prompt, streaming it to stdout.
+    Generate(generate::GenerateArgs),
+    /// Chat in the terminal (the conversation is kept between turns).
+    Chat(chat::ChatArgs),
+    /// Print the GPU adapters, the chosen one's features and limits, and optionally a model.
+    Info(info::InfoArgs),
+}
+
+/// Options shared by everything that loads a model.
+#[derive(Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// GPU adapter index (see `wginfer info`); WGPU_BACKEND=vulkan|gl|... limits the backends.
+    #[arg(long)]
+    pub adapter: Option<usize>,
+    /// Context length: positions the KV cache holds.
+    #[arg(long, default_value_t = 4096)]
+    pub context: u32,
+    /// Keep generating past a full context by overwriting the oldest positions.
+    #[arg(long)]
+    pub sliding_window: bool,
+    /// Contexts longer than this use the flash attention kernel.
+    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
+    pub attn_threshold: u32,
+}
+
+impl ModelArgs {
+    pub fn model_path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(p) => Ok(p.clone()),
+            None => {
+                let p = PathBuf::from(DEFAULT_MODEL);
+                p.exists().then_some(p).with_context(|| format!("no --model given and the default model is not at {DEFAULT_MODEL} (run `make model`)"))
+            }
+        }
+    }
+
+    pub fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
+            gpu: GpuOptions {
+                adapter: self.adapter,
+                ..Default::default()
+            },
+            forward: ForwardOptions {
+                context: self.context,
+                sliding_window: self.sliding_window,
+                attn_threshold: self.attn_threshold,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// Sampling options shared by `generate` and `chat`.
+#[derive(Args, Clone, Debug)]
+pub struct SamplingArgs {
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches p.
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    /// Same seed, same output (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    pub fn params(&self) -> SamplingParams {
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            repetition_penalty: self.repetition_penalty,
+            seed,
+        }
+    }
+}
+
+pub fn run() -> Result<()> {
+    match Cli::parse().command {
+        Command::Generate(a) => generate::run(&a),
+        Command::Chat(a) => chat::run(&a),
+        Command::Info(a) => info::run(&a),
+    }
+}

@@ -1,0 +1,194 @@
+//! The engine: a device, a loaded model, its tokenizer, and generation with timing. Front ends
+//! (CLI, console, server) drive it; it never prints.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+use crate::gpu::{Gpu, GpuOptions};
+use crate::model::forward::{Forward, ForwardOptions, Readback, StepOutput};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::TextTokenizer;
+
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    pub gpu: GpuOptions,
+    pub forward: ForwardOptions,
+}
+
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub prompt_ids: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Stop at an end-of-sequence id (it is still returned).
+    pub stop_at_eos: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Eos,
+    Length,
+    ContextFull,
+    Stopped,
+}
+
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// Generated ids only.
+    pub ids: Vec<u32>,
+    pub finish: Finish,
+    pub ttft_ms: f64,
+    /// Prompt tokens actually run (a cached prefix is skipped).
+    pub prefill_tokens: usize,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+}
+
+pub struct Engine {
+    pub gpu: Gpu,
+    pub forward: Forward,
+    pub tokenizer: Option<TextTokenizer>,
+    pub model_path: PathBuf,
+    /// The ids whose keys and values are in the KV cache, in order.
+    cached: Vec<u32>,
+}
+
+impl Engine {
+    pub fn load(path: &Path, opts: &EngineOptions) -> Result<Engine> {
+        if !path.exists() {
+            bail!("model path {} does not exist", path.display());
+        }
+        if path.extension().is_some_and(|e| e == "gguf") {
+            bail!(
+                "{}: GGUF models are not supported by this build yet; use a Hugging Face folder",
+                path.display()
+            );
+        }
+        let gpu = Gpu::new(&opts.gpu)?;
+        let forward = crate::model::load_hf_dir(&gpu, path, &opts.forward)?;
+        let tokenizer = if path.join("tokenizer.json").exists() {
+            Some(TextTokenizer::from_hf_dir(path)?)
+        } else {
+            None
+        };
+        Ok(Engine {
+            gpu,
+            forward,
+            tokenizer,
+            model_path: path.to_path_buf(),
+            cached: Vec::new(),
+        })
+    }
+
+    /// Ids that end generation: the tokenizer's and generation config's, else config.json's.
+    pub fn eos_ids(&self) -> Vec<u32> {
+        let mut ids = self.forward.cfg.eos_ids.clone();
+        if let Some(t) = &self.tokenizer {
+            ids.extend(&t.eos_ids);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Forgets the cached conversation.
+    pub fn reset(&mut self) {
+        self.cached.clear();
+        self.forward.kv.reset();
+    }
+
+    /// Runs the prompt, reusing the longest cached prefix; at least one token always runs.
+    /// Returns the step's output and how many prompt tokens ran.
+    fn prefill(&mut self, prompt: &[u32], readback: Readback) -> Result<(StepOutput, usize)> {
+        if prompt.is_empty() {
+            bail!("the prompt is empty");
+        }
+        let reuse = self
+            .cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        self.forward.kv.truncate(reuse as u32);
+        let reuse = self.forward.kv.position() as usize;
+        self.cached.truncate(reuse);
+        let out = self.forward.step(&self.gpu, &prompt[reuse..], readback);
+        if out.is_err() {
+            self.reset();
+        }
+        self.cached.extend_from_slice(&prompt[reuse..]);
+        Ok((out?, prompt.len() - reuse))
+    }
+
+    /// Final-position logits of `prompt` (for tests and tools).
+    pub fn prompt_logits(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
+        Ok(self
+            .prefill(prompt, Readback::Logits)?
+            .0
+            .logits
+            .unwrap_or_default())
+    }
+
+    /// Generates up to `req.max_tokens` ids; `on_token` sees each id as it is chosen and
+    /// returns false to stop.
+    pub fn generate(
+        &mut self,
+        req: &Request,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Generation> {
+        let mut sampler = Sampler::new(req.sampling.clone());
+        let readback = if req.sampling.is_greedy() {
+            Readback::Argmax
+        } else {
+            Readback::Logits
+        };
+        let eos = self.eos_ids();
+        let t0 = Instant::now();
+        let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback)?;
+        let ttft = t0.elapsed().as_secs_f64();
+        let mut seen = req.prompt_ids.clone();
+        let mut ids = Vec::new();
+        let t_decode = Instant::now();
+        let finish = loop {
+            if req.max_tokens == 0 {
+                break Finish::Length;
+            }
+            let next = match out.logits.as_mut() {
+                Some(l) => sampler.sample(l, &seen),
+                None => out.argmax,
+            };
+            ids.push(next);
+            seen.push(next);
+            if !on_token(next) {
+                break Finish::Stopped;
+            }
+            if req.stop_at_eos && eos.contains(&next) {
+                break Finish::Eos;
+            }
+            if ids.len() >= req.max_tokens {
+                break Finish::Length;
+            }
+            if self.forward.kv.place(1).is_err() {
+                break Finish::ContextFull;
+            }
+            out = self.forward.step(&self.gpu, &[next], readback)?;
+            self.cached.push(next);
+        };
+        let decode_s = t_decode.elapsed().as_secs_f64();
+        Ok(Generation {
+            finish,
+            ttft_ms: ttft * 1e3,
+            prefill_tokens,
+            prefill_tok_s: prefill_tokens as f64 / ttft,
+            decode_tok_s: if ids.len() > 1 {
+                (ids.len() - 1) as f64 / decode_s
+            } else {
+                0.0
+            },
+            ids,
+        })
+    }
+}

@@ -1,0 +1,343 @@
+//! One forward step on the GPU, as in llama2.c's `forward`, but recorded: every buffer, pipeline
+//! and bind group is made at load, so a step writes two small buffers (ids, step values),
+//! records one compute pass, submits once and reads back the sampled id (or the logits).
+//!
+//! Per layer: rmsnorm, qkv_rope (projection + bias + RoPE + KV write), attention (plain or
+//! flash), o-projection added onto x, rmsnorm, gate/up + SwiGLU, down-projection added onto x.
+//! Then the final norm of the last row, the LM head and argmax.
+
+use anyhow::{bail, Result};
+
+use super::config::ModelConfig;
+use super::loader::Weights;
+use crate::gpu::profiler::{Profiler, Span, Timing};
+use crate::gpu::Gpu;
+use crate::kv::KvCache;
+use crate::ops::argmax::Argmax;
+use crate::ops::attention::{Attention, AttnBuffers, AttnKind, DEFAULT_THRESHOLD};
+use crate::ops::embedding::Embedding;
+use crate::ops::linear::LinearConfig;
+use crate::ops::matmul::Matmul;
+use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
+use crate::ops::rmsnorm::RmsNorm;
+use crate::ops::swiglu::SwiGlu;
+use crate::ops::Step;
+
+#[derive(Clone, Debug)]
+pub struct ForwardOptions {
+    /// KV-cache positions (the context length).
+    pub context: u32,
+    /// Overwrite the oldest positions when the context is full instead of stopping.
+    pub sliding_window: bool,
+    /// Most tokens one step processes (prompts are split into chunks of this size).
+    pub max_rows: u32,
+    /// Contexts longer than this use the flash attention kernel.
+    pub attn_threshold: u32,
+    pub linear: LinearConfig,
+    /// Time every dispatch with timestamp queries (when the adapter can).
+    pub profile: bool,
+}
+
+impl Default for ForwardOptions {
+    fn default() -> Self {
+        ForwardOptions {
+            context: 4096,
+            sliding_window: false,
+            max_rows: 512,
+            attn_threshold: DEFAULT_THRESHOLD,
+            linear: LinearConfig::default(),
+            profile: false,
+        }
+    }
+}
+
+/// What a step should bring back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readback {
+    /// The argmax id only (4 bytes).
+    Argmax,
+    /// The argmax id and the last row's logits.
+    Logits,
+}
+
+pub struct StepOutput {
+    pub argmax: u32,
+    pub logits: Option<Vec<f32>>,
+}
+
+struct LayerOps {
+    attn_norm: RmsNorm,
+    qkv: QkvRope,
+    attention: Attention,
+    o: Matmul,
+    mlp_norm: RmsNorm,
+    gate_up: SwiGlu,
+    down: Matmul,
+}
+
+pub struct Forward {
+    pub cfg: ModelConfig,
+    pub weights: Weights,
+    pub kv: KvCache,
+    step: wgpu::Buffer,
+    ids: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    next_id: wgpu::Buffer,
+    id_staging: wgpu::Buffer,
+    logits_staging: wgpu::Buffer,
+    embed: Embedding,
+    layers: Vec<LayerOps>,
+    final_norm: RmsNorm,
+    lm_head: Matmul,
+    argmax: Argmax,
+    max_rows: u32,
+    profiler: Option<Profiler>,
+    /// GPU time of each dispatch of the last profiled submit.
+    pub timings: Vec<Timing>,
+    /// The attention kernel the last step used.
+    pub last_attention: AttnKind,
+}
+
+impl Forward {
+    pub fn new(
+        gpu: &Gpu,
+        cfg: ModelConfig,
+        weights: Weights,
+        opts: &ForwardOptions,
+    ) -> Result<Forward> {
+        if opts.max_rows == 0 || opts.context == 0 {
+            bail!("--context and the chunk size must be positive");
+        }
+        let (d, qn) = (cfg.hidden as u64, (cfg.heads * cfg.head_dim) as u64);
+        let rows = u64::from(opts.max_rows);
+        let heads = HeadShape {
+            n_heads: cfg.heads as u32,
+            n_kv_heads: cfg.kv_heads as u32,
+            head_dim: cfg.head_dim as u32,
+            cache_slots: opts.context,
+        };
+        let kv = KvCache::new(
+            gpu,
+            cfg.layers,
+            heads.kv_dim(),
+            opts.context,
+            opts.sliding_window,
+        )?;
+        let f32s = |label: &str, n: u64| gpu.storage(label, n * 4);
+        let step = Step::buffer(gpu)?;
+        let ids = f32s("ids", rows)?;
+        let x = f32s("x", rows * d)?;
+        let xn = f32s("xn", rows * d)?;
+        let q = f32s("q", rows * qn)?;
+        let o = f32s("o", rows * qn)?;
+        let h = f32s("h", rows * cfg.intermediate as u64)?;
+        let logits = f32s("logits", cfg.vocab as u64)?;
+        let next_id = f32s("next_id", 1)?;
+        let id_staging = gpu.buffer(
+            "id_staging",
+            4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        let logits_staging = gpu.buffer(
+            "logits_staging",
+            cfg.vocab as u64 * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        let lin = &opts.linear;
+        let eps = cfg.rms_eps;
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for (w, (kc, vc)) in weights.layers.iter().zip(&kv.layers) {
+            let qkv_bufs = QkvBuffers {
+                step: &step,
+                x: &xn,
+                bias: w.qkv_bias.as_ref(),
+                inv_freq: &weights.inv_freq,
+                q: &q,
+                k_cache: kc,
+                v_cache: vc,
+            };
+            let attn_bufs = AttnBuffers {
+                step: &step,
+                q: &q,
+                k_cache: kc,
+                v_cache: vc,
+                o: &o,
+            };
+            layers.push(LayerOps {
+                attn_norm: RmsNorm::new(gpu, d as u32, eps, false, &step, &x, &w.attn_norm, &xn)?,
+                qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
+                attention: Attention::new(gpu, &heads, opts.attn_threshold, &attn_bufs)?,
+                o: Matmul::new(gpu, lin, &w.o, &step, &o, &x, true, true)?,
+                mlp_norm: RmsNorm::new(gpu, d as u32, eps, false, &step, &x, &w.mlp_norm, &xn)?,
+                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &xn, &h)?,
+                down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, true)?,
+            });
+        }
+        let profiler = if opts.profile {
+            Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))?
+        } else {
+            None
+        };
+        Ok(Forward {
+            embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x)?,
+            final_norm: RmsNorm::new(
+                gpu,
+                d as u32,
+                eps,
+                true,
+                &step,
+                &x,
+                &weights.final_norm,
+                &xn,
+            )?,
+            lm_head: Matmul::new(
+                gpu,
+                lin,
+                weights.lm_head(),
+                &step,
+                &xn,
+                &logits,
+                false,
+                false,
+            )?,
+            argmax: Argmax::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
+            layers,
+            cfg,
+            weights,
+            kv,
+            step,
+            ids,
+            logits,
+            next_id,
+            id_staging,
+            logits_staging,
+            max_rows: opts.max_rows,
+            profiler,
+            timings: Vec::new(),
+            last_attention: AttnKind::Plain,
+        })
+    }
+
+    /// Whether per-dispatch GPU timings are collected.
+    pub fn profiling(&self) -> bool {
+        self.profiler.is_some()
+    }
+
+    /// Runs `ids` through the model at the next positions (in chunks of at most `max_rows`) and
+    /// returns the next token by argmax, plus the last row's logits if asked.
+    pub fn step(&mut self, gpu: &Gpu, ids: &[u32], readback: Readback) -> Result<StepOutput> {
+        if ids.is_empty() {
+            bail!("a step needs at least one token");
+        }
+        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
+            bail!(
+                "token id {bad} is out of range for the vocabulary of {} tokens",
+                self.cfg.vocab
+            );
+        }
+        self.kv.place(ids.len() as u32)?; // the whole step must fit before anything is written
+        let chunks: Vec<&[u32]> = ids.chunks(self.max_rows as usize).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            self.submit_chunk(gpu, chunk, i + 1 == chunks.len(), readback)?;
+        }
+        let argmax =
+            u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
+        let logits = match readback {
+            Readback::Logits => Some(
+                bytemuck::cast_slice(
+                    &gpu.map_read(&self.logits_staging, self.cfg.vocab as u64 * 4)?,
+                )
+                .to_vec(),
+            ),
+            Readback::Argmax => None,
+        };
+        if let Some(p) = &self.profiler {
+            self.timings = p.read(gpu)?;
+        }
+        Ok(StepOutput { argmax, logits })
+    }
+
+    fn submit_chunk(
+        &mut self,
+        gpu: &Gpu,
+        ids: &[u32],
+        last: bool,
+        readback: Readback,
+    ) -> Result<()> {
+        let n = ids.len() as u32;
+        let place = self.kv.place(n)?;
+        gpu.queue
+            .write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
+        Step {
+            n_tokens: n,
+            start_pos: place.start_pos,
+            kv_lo: place.kv_lo,
+            pad: 0,
+        }
+        .write(gpu, &self.step);
+        let attn = self.layers[0].attention.route(place.context(n));
+        self.last_attention = attn;
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            let mut prof = self.profiler.as_mut();
+            if let Some(p) = prof.as_deref_mut() {
+                p.begin();
+            }
+            let mut mark =
+                |pass: &mut wgpu::ComputePass<'_>, layer: Option<usize>, kernel: &'static str| {
+                    if let Some(p) = prof.as_deref_mut() {
+                        p.mark(pass, Span { layer, kernel });
+                    }
+                };
+            mark(&mut pass, None, "embedding");
+            self.embed.record(&mut pass, n);
+            for (i, l) in self.layers.iter().enumerate() {
+                let at = Some(i);
+                mark(&mut pass, at, "rmsnorm");
+                l.attn_norm.record(&mut pass, n);
+                mark(&mut pass, at, "qkv_rope");
+                l.qkv.record(&mut pass, n);
+                mark(&mut pass, at, attn.kernel_name());
+                l.attention.record(&mut pass, attn, n);
+                mark(&mut pass, at, "matmul");
+                l.o.record(&mut pass, n);
+                mark(&mut pass, at, "rmsnorm");
+                l.mlp_norm.record(&mut pass, n);
+                mark(&mut pass, at, "swiglu");
+                l.gate_up.record(&mut pass, n);
+                mark(&mut pass, at, "matmul");
+                l.down.record(&mut pass, n);
+            }
+            if last {
+                mark(&mut pass, None, "rmsnorm");
+                self.final_norm.record(&mut pass, n);
+                mark(&mut pass, None, "matmul");
+                self.lm_head.record(&mut pass, 1);
+                mark(&mut pass, None, "argmax");
+                self.argmax.record(&mut pass);
+            }
+            if let Some(p) = prof {
+                p.finish(&mut pass);
+            }
+        }
+        if let Some(p) = &self.profiler {
+            p.resolve(&mut enc);
+        }
+        if last {
+            enc.copy_buffer_to_buffer(&self.next_id, 0, &self.id_staging, 0, 4);
+            if readback == Readback::Logits {
+                enc.copy_buffer_to_buffer(
+                    &self.logits,
+                    0,
+                    &self.logits_staging,
+                    0,
+                    self.cfg.vocab as u64 * 4,
+                );
+            }
+        }
+        gpu.queue.submit([enc.finish()]);
+        self.kv.advance(n);
+        Ok(())
+    }
+}

@@ -1,0 +1,202 @@
+//! Builds the GPU weights of a decoder from any tensor source: checks every shape, fuses
+//! Wq/Wk/Wv (pair-adjacent RoPE rows) and Wgate/Wup (interleaved), uploads.
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::config::ModelConfig;
+use super::tensor::{HostTensor, TensorSource};
+use crate::gpu::Gpu;
+use crate::ops::qkv_rope::{fused_row_order, HeadShape};
+use crate::ops::swiglu::interleaved_row_order;
+use crate::ops::weight::gather_rows;
+use crate::ops::{Weight, WeightType};
+
+pub struct LayerWeights {
+    pub attn_norm: wgpu::Buffer,
+    pub qkv: Weight,
+    pub qkv_bias: Option<wgpu::Buffer>,
+    pub o: Weight,
+    pub mlp_norm: wgpu::Buffer,
+    pub gate_up: Weight,
+    pub down: Weight,
+}
+
+pub struct Weights {
+    pub embed: Weight,
+    pub layers: Vec<LayerWeights>,
+    pub final_norm: wgpu::Buffer,
+    /// `None` when the LM head is tied to the embedding.
+    pub lm_head: Option<Weight>,
+    pub inv_freq: wgpu::Buffer,
+}
+
+impl Weights {
+    pub fn lm_head(&self) -> &Weight {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    /// Bytes of weights on the GPU.
+    pub fn gpu_bytes(&self) -> u64 {
+        let l: u64 = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.qkv.gpu_bytes() + l.o.gpu_bytes() + l.gate_up.gpu_bytes() + l.down.gpu_bytes()
+            })
+            .sum();
+        l + self.embed.gpu_bytes() + self.lm_head.as_ref().map_or(0, Weight::gpu_bytes)
+    }
+}
+
+struct Loader<'a> {
+    gpu: &'a Gpu,
+    src: &'a dyn TensorSource,
+    bar: ProgressBar,
+}
+
+impl Loader<'_> {
+    fn get(&self, name: &str, shape: &[usize]) -> Result<HostTensor<'_>> {
+        let t = self
+            .src
+            .tensor(name)?
+            .with_context(|| format!("missing tensor {name}"))?;
+        t.check_shape(shape)?;
+        self.bar.inc(1);
+        Ok(t)
+    }
+
+    fn f32_buffer(&self, name: &str, len: usize) -> Result<wgpu::Buffer> {
+        let t = self.get(name, &[len])?;
+        self.gpu
+            .storage_from(name, bytemuck::cast_slice(&t.to_f32()))
+    }
+
+    /// Rows of several `[rows_i, cols]` tensors stacked, reordered by `order`, uploaded.
+    fn fused(
+        &self,
+        label: &str,
+        parts: &[(&str, usize)],
+        cols: usize,
+        order: &[usize],
+    ) -> Result<Weight> {
+        let tensors = parts
+            .iter()
+            .map(|(n, rows)| self.get(n, &[*rows, cols]))
+            .collect::<Result<Vec<_>>>()?;
+        let ty = gpu_type(&tensors);
+        let mut stacked = Vec::new();
+        for t in &tensors {
+            stacked.extend(t.to_weight_bytes(ty)?);
+        }
+        let row_bytes = cols * ty.bytes_per_element();
+        Weight::upload(
+            self.gpu,
+            label,
+            ty,
+            order.len(),
+            cols,
+            &gather_rows(&stacked, row_bytes, order),
+        )
+    }
+
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Weight> {
+        let identity: Vec<usize> = (0..rows).collect();
+        self.fused(name, &[(name, rows)], cols, &identity)
+    }
+}
+
+/// The widest storage any of the tensors needs (f32 if any is f32).
+fn gpu_type(ts: &[HostTensor]) -> WeightType {
+    if ts.iter().any(|t| t.dtype.gpu_type() == WeightType::F32) {
+        WeightType::F32
+    } else {
+        WeightType::F16
+    }
+}
+
+/// Number of tensors `load_weights` reads (for the progress bar).
+fn tensor_count(cfg: &ModelConfig) -> u64 {
+    (cfg.layers * 9 + 2 + usize::from(!cfg.tie_embeddings)) as u64
+}
+
+pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Result<Weights> {
+    let bar = ProgressBar::new(tensor_count(cfg));
+    bar.set_style(
+        ProgressStyle::with_template("loading {bar:40} {pos}/{len} tensors")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let ld = Loader { gpu, src, bar };
+    let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);
+    let (qn, kvn) = (cfg.heads * hd, cfg.kv_heads * hd);
+    let heads = HeadShape {
+        n_heads: cfg.heads as u32,
+        n_kv_heads: cfg.kv_heads as u32,
+        head_dim: hd as u32,
+        cache_slots: 0,
+    };
+    let qkv_order = fused_row_order(&heads);
+    let gate_up_order = interleaved_row_order(inter);
+    let mut layers = Vec::with_capacity(cfg.layers);
+    for i in 0..cfg.layers {
+        let p = format!("model.layers.{i}");
+        let (q, k, v) = (
+            format!("{p}.self_attn.q_proj"),
+            format!("{p}.self_attn.k_proj"),
+            format!("{p}.self_attn.v_proj"),
+        );
+        let qkv = ld.fused(
+            &format!("{p}.self_attn.qkv"),
+            &[
+                (&format!("{q}.weight"), qn),
+                (&format!("{k}.weight"), kvn),
+                (&format!("{v}.weight"), kvn),
+            ],
+            d,
+            &qkv_order,
+        )?;
+        // Biases exist in Qwen2 (and Llama with attention_bias); their presence decides.
+        let qkv_bias = if src.tensor(&format!("{q}.bias"))?.is_some() {
+            let mut stacked = ld.get(&format!("{q}.bias"), &[qn])?.to_f32();
+            stacked.extend(ld.get(&format!("{k}.bias"), &[kvn])?.to_f32());
+            stacked.extend(ld.get(&format!("{v}.bias"), &[kvn])?.to_f32());
+            let fused: Vec<f32> = qkv_order.iter().map(|&r| stacked[r]).collect();
+            Some(gpu.storage_from("qkv_bias", bytemuck::cast_slice(&fused))?)
+        } else {
+            None
+        };
+        layers.push(LayerWeights {
+            attn_norm: ld.f32_buffer(&format!("{p}.input_layernorm.weight"), d)?,
+            qkv,
+            qkv_bias,
+            o: ld.matrix(&format!("{p}.self_attn.o_proj.weight"), d, qn)?,
+            mlp_norm: ld.f32_buffer(&format!("{p}.post_attention_layernorm.weight"), d)?,
+            gate_up: ld.fused(
+                &format!("{p}.mlp.gate_up"),
+                &[
+                    (&format!("{p}.mlp.gate_proj.weight"), inter),
+                    (&format!("{p}.mlp.up_proj.weight"), inter),
+                ],
+                d,
+                &gate_up_order,
+            )?,
+            down: ld.matrix(&format!("{p}.mlp.down_proj.weight"), d, inter)?,
+        });
+    }
+    let embed = ld.matrix("model.embed_tokens.weight", cfg.vocab, d)?;
+    let lm_head = if cfg.tie_embeddings {
+        None
+    } else {
+        Some(ld.matrix("lm_head.weight", cfg.vocab, d)?)
+    };
+    let final_norm = ld.f32_buffer("model.norm.weight", d)?;
+    let inv_freq = gpu.storage_from("inv_freq", bytemuck::cast_slice(&cfg.inv_freq()))?;
+    ld.bar.finish_and_clear();
+    Ok(Weights {
+        embed,
+        layers,
+        final_norm,
+        lm_head,
+        inv_freq,
+    })
+}

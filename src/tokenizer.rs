@@ -1,0 +1,185 @@
+//! Text in and out: the `tokenizers` tokenizer, the chat template (rendered with minijinja as
+//! transformers renders it) and streaming detokenization.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::config::ids_field;
+
+/// One chat turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+pub struct TextTokenizer {
+    inner: tokenizers::Tokenizer,
+    chat_template: Option<String>,
+    bos_token: String,
+    eos_token: String,
+    /// Ids that end generation (tokenizer, generation_config.json).
+    pub eos_ids: Vec<u32>,
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Some(serde_json::from_str(&text).with_context(|| {
+        format!("{} is not valid JSON", path.display())
+    })?))
+}
+
+/// A special-token entry of tokenizer_config.json: a string or {"content": ...}.
+fn token_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    }
+}
+
+impl TextTokenizer {
+    /// tokenizer.json, tokenizer_config.json / chat_template.jinja and generation_config.json of
+    /// a Hugging Face model folder.
+    pub fn from_hf_dir(dir: &Path) -> Result<TextTokenizer> {
+        let tj = dir.join("tokenizer.json");
+        let inner = tokenizers::Tokenizer::from_file(&tj)
+            .map_err(|e| anyhow!("cannot load {}: {e}", tj.display()))?;
+        let tc = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
+        let jinja = dir.join("chat_template.jinja");
+        let chat_template = if jinja.exists() {
+            Some(
+                std::fs::read_to_string(&jinja)
+                    .with_context(|| format!("cannot read {}", jinja.display()))?,
+            )
+        } else {
+            match tc.get("chat_template") {
+                Some(Value::String(s)) => Some(s.clone()),
+                // A list of named templates: take "default".
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+                    .and_then(|t| t.get("template"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                _ => None,
+            }
+        };
+        let bos_token = token_text(tc.get("bos_token")).unwrap_or_default();
+        let eos_token = token_text(tc.get("eos_token")).unwrap_or_default();
+        let mut eos_ids: Vec<u32> = inner.token_to_id(&eos_token).into_iter().collect();
+        if let Some(g) = read_json(&dir.join("generation_config.json"))? {
+            eos_ids.extend(ids_field(&g, "eos_token_id"));
+        }
+        Ok(TextTokenizer {
+            inner,
+            chat_template,
+            bos_token,
+            eos_token,
+            eos_ids,
+        })
+    }
+
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        Ok(self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|e| anyhow!("tokenizing failed: {e}"))?
+            .get_ids()
+            .to_vec())
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| anyhow!("detokenizing failed: {e}"))
+    }
+
+    pub fn has_chat_template(&self) -> bool {
+        self.chat_template.is_some()
+    }
+
+    /// The chat template rendered for `messages`, ending with the assistant's turn opener.
+    pub fn render_chat(&self, messages: &[Message]) -> Result<String> {
+        let template = self
+            .chat_template
+            .as_deref()
+            .context("this model has no chat template (tokenizer_config.json \"chat_template\")")?;
+        render_template(template, messages, &self.bos_token, &self.eos_token)
+    }
+
+    /// Token ids of the chat prompt (special tokens come from the template text itself).
+    pub fn encode_chat(&self, messages: &[Message]) -> Result<Vec<u32>> {
+        self.encode(&self.render_chat(messages)?, false)
+    }
+}
+
+pub fn render_template(
+    template: &str,
+    messages: &[Message],
+    bos: &str,
+    eos: &str,
+) -> Result<String> {
+    let mut env = minijinja::Environment::new();
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function(
+        "raise_exception",
+        |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                msg,
+            ))
+        },
+    );
+    env.add_template("chat", template)
+        .map_err(|e| anyhow!("chat template does not parse: {e}"))?;
+    let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
+    tmpl.render(minijinja::context! {
+        messages => messages,
+        add_generation_prompt => true,
+        bos_token => bos,
+        eos_token => eos,
+    })
+    .map_err(|e| anyhow!("chat template failed: {e}"))
+}
+
+/// Turns generated ids into text pieces as they arrive, never cutting a UTF-8 sequence: text is
+/// emitted only once the ids decode to complete characters.
+#[derive(Default)]
+pub struct StreamDecoder {
+    ids: Vec<u32>,
+    prefix_offset: usize,
+    read_offset: usize,
+}
+
+impl StreamDecoder {
+    pub fn push(&mut self, tok: &TextTokenizer, id: u32) -> Result<Option<String>> {
+        self.ids.push(id);
+        let prefix = tok.decode(&self.ids[self.prefix_offset..self.read_offset])?;
+        let text = tok.decode(&self.ids[self.prefix_offset..])?;
+        if text.len() > prefix.len() && !text.ends_with('\u{FFFD}') {
+            if let Some(new) = text.get(prefix.len()..) {
+                self.prefix_offset = self.read_offset;
+                self.read_offset = self.ids.len();
+                return Ok(Some(new.to_string()));
+            }
+        }
+        Ok(None)
+    }
+}

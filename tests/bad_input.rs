@@ -1,0 +1,197 @@
+//! Bad input gives one clear error naming the file, tensor or field, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use wginfer::engine::{Engine, EngineOptions, Request};
+use wginfer::model::forward::ForwardOptions;
+use wginfer::sampling::SamplingParams;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama-f32")
+}
+
+/// A copy of the llama fixture in a temporary folder, to be damaged by the test.
+fn copy_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(fixture()).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+fn load_err(dir: &Path) -> String {
+    match Engine::load(dir, &EngineOptions::default()) {
+        Ok(_) => panic!("loading {} should fail", dir.display()),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn assert_mentions(msg: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(msg.contains(p), "error {msg:?} should mention {p:?}");
+    }
+}
+
+/// The fixture's safetensors header and data section.
+fn read_safetensors(dir: &Path) -> (serde_json::Map<String, Value>, Vec<u8>) {
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    (header.as_object().unwrap().clone(), bytes[8 + n..].to_vec())
+}
+
+fn write_safetensors(dir: &Path, header: &serde_json::Map<String, Value>, data: &[u8]) {
+    let h = serde_json::to_vec(header).unwrap();
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    std::fs::write(dir.join("model.safetensors"), out).unwrap();
+}
+
+#[test]
+fn missing_path_and_missing_files() {
+    assert_mentions(
+        &load_err(Path::new("/nonexistent/model")),
+        &["/nonexistent/model", "does not exist"],
+    );
+    let dir = copy_fixture();
+    std::fs::remove_file(dir.path().join("config.json")).unwrap();
+    assert_mentions(&load_err(dir.path()), &["config.json"]);
+    let dir = copy_fixture();
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    assert_mentions(&load_err(dir.path()), &["model.safetensors"]);
+}
+
+#[test]
+fn unreadable_config_and_unknown_architecture() {
+    let dir = copy_fixture();
+    std::fs::write(dir.path().join("config.json"), "{ not json").unwrap();
+    assert_mentions(&load_err(dir.path()), &["config.json", "not valid JSON"]);
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("config.json")).unwrap())
+            .unwrap();
+    cfg["architectures"] = serde_json::json!(["GPT2LMHeadModel"]);
+    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
+    assert_mentions(&load_err(dir.path()), &["config.json", "GPT2LMHeadModel"]);
+    cfg["architectures"] = serde_json::json!(["LlamaForCausalLM"]);
+    cfg.as_object_mut().unwrap().remove("hidden_size");
+    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
+    assert_mentions(&load_err(dir.path()), &["config.json", "hidden_size"]);
+}
+
+#[test]
+fn missing_tensor_wrong_shape_wrong_dtype() {
+    let name = "model.layers.1.mlp.down_proj.weight";
+    let (header, data) = read_safetensors(&fixture());
+
+    let dir = copy_fixture();
+    let mut h = header.clone();
+    h.remove(name);
+    write_safetensors(dir.path(), &h, &data);
+    assert_mentions(&load_err(dir.path()), &["missing tensor", name]);
+
+    let mut h = header.clone();
+    let shape = h[name]["shape"].clone();
+    h.get_mut(name).unwrap()["shape"] = serde_json::json!([shape[1], shape[0]]);
+    write_safetensors(dir.path(), &h, &data);
+    assert_mentions(&load_err(dir.path()), &[name, "shape"]);
+
+    let mut h = header.clone();
+    h.get_mut(name).unwrap()["dtype"] = serde_json::json!("I32");
+    write_safetensors(dir.path(), &h, &data);
+    assert_mentions(&load_err(dir.path()), &[name, "I32"]);
+}
+
+#[test]
+fn truncated_safetensors() {
+    let dir = copy_fixture();
+    let bytes = std::fs::read(fixture().join("model.safetensors")).unwrap();
+    std::fs::write(
+        dir.path().join("model.safetensors"),
+        &bytes[..bytes.len() - 1000],
+    )
+    .unwrap();
+    assert_mentions(&load_err(dir.path()), &["model.safetensors", "truncated"]);
+    std::fs::write(dir.path().join("model.safetensors"), &bytes[..4]).unwrap();
+    assert_mentions(&load_err(dir.path()), &["model.safetensors"]);
+}
+
+#[test]
+fn prompt_longer_than_context_names_both_numbers() {
+    let opts = EngineOptions {
+        forward: ForwardOptions {
+            context: 8,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut engine = Engine::load(&fixture(), &opts).unwrap();
+    let req = Request {
+        prompt_ids: vec![5; 9],
+        max_tokens: 4,
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+    };
+    let msg = format!("{:#}", engine.generate(&req, |_| true).unwrap_err());
+    assert_mentions(&msg, &["9 tokens", "context of 8"]);
+    // The engine is still usable afterwards.
+    let req = Request {
+        prompt_ids: vec![5; 3],
+        ..req
+    };
+    assert_eq!(engine.generate(&req, |_| true).unwrap().ids.len(), 4);
+}
+
+#[test]
+fn token_id_out_of_range() {
+    let mut engine = Engine::load(&fixture(), &EngineOptions::default()).unwrap();
+    let req = Request {
+        prompt_ids: vec![1, 100000],
+        max_tokens: 1,
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+    };
+    assert_mentions(
+        &format!("{:#}", engine.generate(&req, |_| true).unwrap_err()),
+        &["100000", "vocabulary"],
+    );
+}
+
+/// The CLI turns every one of these into one line on stderr and exit status 1.
+#[test]
+fn cli_errors_are_one_line_with_nonzero_exit() {
+    let bin = env!("CARGO_BIN_EXE_wginfer");
+    let fixture = fixture();
+    let cases: [&[&str]; 3] = [
+        &[
+            "generate",
+            "--model",
+            "/nonexistent/model",
+            "--prompt",
+            "hi",
+        ],
+        &[
+            "generate",
+            "--model",
+            fixture.to_str().unwrap(),
+            "--prompt-ids",
+            "1,2",
+            "--context",
+            "1",
+        ],
+        &["info", "--adapter", "99"],
+    ];
+    for args in cases {
+        let out = Command::new(bin).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.trim_end().lines().count() == 1,
+            "{args:?}: {err:?}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,95 @@
+//! Every kernel variant the engine can build parses and validates with naga, and every WGSL
+//! file under shaders/ is one the engine embeds.
+
+use wginfer::gpu::shader::{file_names, Defs};
+use wginfer::ops::attention::DEFAULT_THRESHOLD;
+use wginfer::ops::linear::{sources, LinearConfig};
+use wginfer::ops::qkv_rope::HeadShape;
+use wginfer::ops::{
+    argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, WeightType,
+};
+
+fn validate(label: &str, src: &str) {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
+}
+
+#[test]
+fn every_kernel_variant_validates() {
+    let cfg = LinearConfig::default();
+    let heads = HeadShape {
+        n_heads: 14,
+        n_kv_heads: 2,
+        head_dim: 64,
+        cache_slots: 4096,
+    };
+    for ty in [WeightType::F32, WeightType::F16] {
+        let lib = ty.lib();
+        let linear: [(&str, Defs); 3] = [
+            ("matmul", matmul::defs(true, 896, 0)),
+            ("qkv_rope", qkv_rope::defs(&heads, true)),
+            ("swiglu", Defs::new()),
+        ];
+        for (name, defs) in linear {
+            for (i, src) in sources(name, &defs, lib, 896, 1152, true, &cfg)
+                .iter()
+                .enumerate()
+            {
+                validate(&format!("{name} {ty:?} variant {i}"), src);
+            }
+        }
+        validate("embedding", &embedding::source(lib, 896, 0, 151936));
+    }
+    validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
+    validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
+    validate("argmax", &argmax::source(151936));
+    validate(
+        "attention_plain",
+        &attention_plain::source(&heads, DEFAULT_THRESHOLD),
+    );
+    validate("attention_flash", &attention_flash::source(&heads));
+}
+
+#[test]
+fn every_shader_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let mut on_disk = Vec::new();
+    for sub in ["", "lib/"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "wgsl") {
+                on_disk.push(format!("{sub}{}", p.file_stem().unwrap().to_string_lossy()));
+            }
+        }
+    }
+    on_disk.sort();
+    let mut embedded: Vec<String> = file_names().map(str::to_string).collect();
+    embedded.sort();
+    assert_eq!(on_disk, embedded);
+}
+
+#[test]
+fn every_kernel_has_a_launcher_and_a_test() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in file_names().filter(|n| !n.starts_with("lib/")) {
+        assert!(
+            root.join(format!("src/ops/{name}.rs")).exists(),
+            "src/ops/{name}.rs"
+        );
+        let test = if name.starts_with("attention") {
+            "attention".to_string()
+        } else {
+            name.to_string()
+        };
+        assert!(
+            root.join(format!("tests/kernels/{test}.rs")).exists(),
+            "tests/kernels/{test}.rs"
+        );
+    }
+}
