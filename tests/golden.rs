@@ -91,12 +91,26 @@ fn flash_attention_for_every_context_matches_too() {
     // Threshold 1: every prompt but the 1-token one runs the flash kernel.
     let name = "llama-f32";
     let g = golden(name);
-    let opts = EngineOptions { forward: wginfer::model::forward::ForwardOptions { attn_threshold: 1, ..Default::default() }, ..Default::default() };
+    let opts = EngineOptions {
+        forward: wginfer::model::forward::ForwardOptions {
+            attn_threshold: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let mut engine = Engine::load(&fixture(name), &opts).unwrap();
     for case in g["cases"].as_array().unwrap() {
         engine.reset();
-        let req = Request { prompt_ids: ids(&case["prompt_ids"]), max_tokens: 16, sampling: SamplingParams::default(), stop_at_eos: false };
-        assert_eq!(engine.generate(&req, |_| true).unwrap().ids, ids(&case["greedy_ids"]));
+        let req = Request {
+            prompt_ids: ids(&case["prompt_ids"]),
+            max_tokens: 16,
+            sampling: SamplingParams::default(),
+            stop_at_eos: false,
+        };
+        assert_eq!(
+            engine.generate(&req, |_| true).unwrap().ids,
+            ids(&case["greedy_ids"])
+        );
     }
 }
 
@@ -107,17 +121,34 @@ fn tokenizer_and_chat_template_match_transformers() {
         let tok = wginfer::tokenizer::TextTokenizer::from_hf_dir(&fixture(name)).unwrap();
         for case in g["encode"].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
-            assert_eq!(tok.encode(text, false).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
+            assert_eq!(
+                tok.encode(text, false).unwrap(),
+                ids(&case["ids"]),
+                "{name}: {text:?}"
+            );
         }
         let chat = &g["chat"];
         let msgs: Vec<wginfer::tokenizer::Message> = chat["messages"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| wginfer::tokenizer::Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .map(|m| {
+                wginfer::tokenizer::Message::new(
+                    m["role"].as_str().unwrap(),
+                    m["content"].as_str().unwrap(),
+                )
+            })
             .collect();
-        assert_eq!(tok.render_chat(&msgs).unwrap(), chat["text"].as_str().unwrap(), "{name}: chat text");
-        assert_eq!(tok.encode_chat(&msgs).unwrap(), ids(&chat["ids"]), "{name}: chat ids");
+        assert_eq!(
+            tok.render_chat(&msgs).unwrap(),
+            chat["text"].as_str().unwrap(),
+            "{name}: chat text"
+        );
+        assert_eq!(
+            tok.encode_chat(&msgs).unwrap(),
+            ids(&chat["ids"]),
+            "{name}: chat ids"
+        );
     }
 }
 
@@ -126,13 +157,37 @@ fn tokenizer_and_chat_template_match_transformers() {
 #[test]
 fn cli_json_reproduces_greedy_ids_for_1500_tokens() {
     let name = "qwen2-bf16";
-    let case = golden(name)["cases"].as_array().unwrap().iter().find(|c| c["prompt_len"] == 1500).unwrap().clone();
-    let prompt: Vec<String> = ids(&case["prompt_ids"]).iter().map(u32::to_string).collect();
+    let case = golden(name)["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["prompt_len"] == 1500)
+        .unwrap()
+        .clone();
+    let prompt: Vec<String> = ids(&case["prompt_ids"])
+        .iter()
+        .map(u32::to_string)
+        .collect();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wginfer"))
-        .args(["generate", "--model", fixture(name).to_str().unwrap(), "--max-tokens", "16", "--temperature", "0", "--json", "--prompt-ids", &prompt.join(",")])
+        .args([
+            "generate",
+            "--model",
+            fixture(name).to_str().unwrap(),
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--json",
+            "--prompt-ids",
+            &prompt.join(","),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("exactly one JSON object on stdout");
     assert_eq!(ids(&v["ids"]), ids(&case["greedy_ids"]));
     assert_eq!(ids(&v["prompt_ids"]).len(), 1500);
