@@ -60,26 +60,16 @@ impl Engine {
         if !path.exists() {
             bail!("model path {} does not exist", path.display());
         }
-        if path.extension().is_some_and(|e| e == "gguf") {
-            bail!(
-                "{}: GGUF models are not supported by this build yet; use a Hugging Face folder",
-                path.display()
-            );
-        }
         let gpu = Gpu::new(&opts.gpu)?;
-        let forward = crate::model::load_hf_dir(&gpu, path, &opts.forward)?;
-        let tokenizer = if path.join("tokenizer.json").exists() {
-            Some(TextTokenizer::from_hf_dir(path)?)
+        let (forward, tokenizer) = if path.is_file() {
+            // A single file is a GGUF model; a folder is a Hugging Face model.
+            let file = crate::model::gguf::Gguf::open(path)?;
+            (crate::model::load_gguf(&gpu, &file, &opts.forward)?, Some(TextTokenizer::from_gguf(&file)?))
         } else {
-            None
+            let tok = if path.join("tokenizer.json").exists() { Some(TextTokenizer::from_hf_dir(path)?) } else { None };
+            (crate::model::load_hf_dir(&gpu, path, &opts.forward)?, tok)
         };
-        Ok(Engine {
-            gpu,
-            forward,
-            tokenizer,
-            model_path: path.to_path_buf(),
-            cached: Vec::new(),
-        })
+        Ok(Engine { gpu, forward, tokenizer, model_path: path.to_path_buf(), cached: Vec::new() })
     }
 
     /// Ids that end generation: the tokenizer's and generation config's, else config.json's.
@@ -105,13 +95,7 @@ impl Engine {
         if prompt.is_empty() {
             bail!("the prompt is empty");
         }
-        let reuse = self
-            .cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(prompt.len() - 1);
+        let reuse = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(prompt.len() - 1);
         self.forward.kv.truncate(reuse as u32);
         let reuse = self.forward.kv.position() as usize;
         self.cached.truncate(reuse);
@@ -125,26 +109,14 @@ impl Engine {
 
     /// Final-position logits of `prompt` (for tests and tools).
     pub fn prompt_logits(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
-        Ok(self
-            .prefill(prompt, Readback::Logits)?
-            .0
-            .logits
-            .unwrap_or_default())
+        Ok(self.prefill(prompt, Readback::Logits)?.0.logits.unwrap_or_default())
     }
 
     /// Generates up to `req.max_tokens` ids; `on_token` sees each id as it is chosen and
     /// returns false to stop.
-    pub fn generate(
-        &mut self,
-        req: &Request,
-        mut on_token: impl FnMut(u32) -> bool,
-    ) -> Result<Generation> {
+    pub fn generate(&mut self, req: &Request, mut on_token: impl FnMut(u32) -> bool) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
-        let readback = if req.sampling.is_greedy() {
-            Readback::Argmax
-        } else {
-            Readback::Logits
-        };
+        let readback = if req.sampling.is_greedy() { Readback::Argmax } else { Readback::Logits };
         let eos = self.eos_ids();
         let t0 = Instant::now();
         let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback)?;
@@ -183,11 +155,7 @@ impl Engine {
             ttft_ms: ttft * 1e3,
             prefill_tokens,
             prefill_tok_s: prefill_tokens as f64 / ttft,
-            decode_tok_s: if ids.len() > 1 {
-                (ids.len() - 1) as f64 / decode_s
-            } else {
-                0.0
-            },
+            decode_tok_s: if ids.len() > 1 { (ids.len() - 1) as f64 / decode_s } else { 0.0 },
             ids,
         })
     }

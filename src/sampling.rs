@@ -16,13 +16,7 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams {
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 1.0,
-            repetition_penalty: 1.0,
-            seed: 0,
-        }
+        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0, seed: 0 }
     }
 }
 
@@ -65,22 +59,15 @@ impl Sampler {
         if p.repetition_penalty != 1.0 {
             for &id in seen {
                 if let Some(l) = logits.get_mut(id as usize) {
-                    *l = if *l > 0.0 {
-                        *l / p.repetition_penalty
-                    } else {
-                        *l * p.repetition_penalty
-                    };
+                    *l = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
                 }
             }
         }
         if p.temperature <= 0.0 {
             return argmax(logits);
         }
-        let mut cand: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, l / p.temperature))
-            .collect();
+        let mut cand: Vec<(u32, f32)> =
+            logits.iter().enumerate().map(|(i, &l)| (i as u32, l / p.temperature)).collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if p.top_k > 0 {
             cand.truncate(p.top_k);
@@ -132,57 +119,32 @@ mod tests {
 
     #[test]
     fn greedy_takes_argmax() {
-        assert_eq!(
-            Sampler::new(SamplingParams::default()).sample(&mut logits(), &[]),
-            1
-        );
+        assert_eq!(Sampler::new(SamplingParams::default()).sample(&mut logits(), &[]), 1);
     }
 
     #[test]
     fn same_seed_same_draws_other_seed_differs() {
-        let params = SamplingParams {
-            temperature: 1.5,
-            seed: 7,
-            ..Default::default()
-        };
+        let params = SamplingParams { temperature: 1.5, seed: 7, ..Default::default() };
         let draw = |p: SamplingParams| {
             let mut s = Sampler::new(p);
-            (0..64)
-                .map(|_| s.sample(&mut logits(), &[]))
-                .collect::<Vec<_>>()
+            (0..64).map(|_| s.sample(&mut logits(), &[])).collect::<Vec<_>>()
         };
         assert_eq!(draw(params.clone()), draw(params.clone()));
-        assert_ne!(
-            draw(params.clone()),
-            draw(SamplingParams { seed: 8, ..params })
-        );
+        assert_ne!(draw(params.clone()), draw(SamplingParams { seed: 8, ..params }));
     }
 
     #[test]
     fn top_k_and_top_p_limit_the_candidates() {
-        let mut s = Sampler::new(SamplingParams {
-            temperature: 5.0,
-            top_k: 2,
-            seed: 1,
-            ..Default::default()
-        });
+        let mut s = Sampler::new(SamplingParams { temperature: 5.0, top_k: 2, seed: 1, ..Default::default() });
         assert!((0..200).all(|_| matches!(s.sample(&mut logits(), &[]), 1 | 5)));
         // With a sharp distribution, top_p 0.5 keeps only the top token.
-        let mut s = Sampler::new(SamplingParams {
-            temperature: 0.1,
-            top_p: 0.5,
-            seed: 1,
-            ..Default::default()
-        });
+        let mut s = Sampler::new(SamplingParams { temperature: 0.1, top_p: 0.5, seed: 1, ..Default::default() });
         assert!((0..50).all(|_| s.sample(&mut logits(), &[]) == 1));
     }
 
     #[test]
     fn repetition_penalty_demotes_seen_tokens() {
-        let mut s = Sampler::new(SamplingParams {
-            repetition_penalty: 2.0,
-            ..Default::default()
-        });
+        let mut s = Sampler::new(SamplingParams { repetition_penalty: 2.0, ..Default::default() });
         // 3.0 / 2 = 1.5 < 2.9: token 5 wins once 1 has been seen.
         assert_eq!(s.sample(&mut logits(), &[1]), 5);
     }

@@ -18,10 +18,7 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Message {
-        Message {
-            role: role.into(),
-            content: content.into(),
-        }
+        Message { role: role.into(), content: content.into() }
     }
 }
 
@@ -32,17 +29,17 @@ pub struct TextTokenizer {
     eos_token: String,
     /// Ids that end generation (tokenizer, generation_config.json).
     pub eos_ids: Vec<u32>,
+    /// Prepended to plain (non-chat) prompts when the format asks for it (GGUF
+    /// `tokenizer.ggml.add_bos_token`); HF folders do this in tokenizer.json itself.
+    bos_prefix: Option<u32>,
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Some(serde_json::from_str(&text).with_context(|| {
-        format!("{} is not valid JSON", path.display())
-    })?))
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Some(serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?))
 }
 
 /// A special-token entry of tokenizer_config.json: a string or {"content": ...}.
@@ -59,15 +56,11 @@ impl TextTokenizer {
     /// a Hugging Face model folder.
     pub fn from_hf_dir(dir: &Path) -> Result<TextTokenizer> {
         let tj = dir.join("tokenizer.json");
-        let inner = tokenizers::Tokenizer::from_file(&tj)
-            .map_err(|e| anyhow!("cannot load {}: {e}", tj.display()))?;
+        let inner = tokenizers::Tokenizer::from_file(&tj).map_err(|e| anyhow!("cannot load {}: {e}", tj.display()))?;
         let tc = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let jinja = dir.join("chat_template.jinja");
         let chat_template = if jinja.exists() {
-            Some(
-                std::fs::read_to_string(&jinja)
-                    .with_context(|| format!("cannot read {}", jinja.display()))?,
-            )
+            Some(std::fs::read_to_string(&jinja).with_context(|| format!("cannot read {}", jinja.display()))?)
         } else {
             match tc.get("chat_template") {
                 Some(Value::String(s)) => Some(s.clone()),
@@ -87,28 +80,34 @@ impl TextTokenizer {
         if let Some(g) = read_json(&dir.join("generation_config.json"))? {
             eos_ids.extend(ids_field(&g, "eos_token_id"));
         }
+        Ok(TextTokenizer { inner, chat_template, bos_token, eos_token, eos_ids, bos_prefix: None })
+    }
+
+    /// The tokenizer and chat template a GGUF file carries in its metadata.
+    pub fn from_gguf(g: &crate::model::gguf::Gguf) -> Result<TextTokenizer> {
+        use crate::model::gguf::Meta;
+        let (inner, bos_token, eos_token) =
+            crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
+        let id = |key: &str| g.get(key).and_then(Meta::as_u64).map(|v| v as u32);
+        let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true)));
         Ok(TextTokenizer {
             inner,
-            chat_template,
+            chat_template: g.str("tokenizer.chat_template").map(str::to_string),
             bos_token,
             eos_token,
-            eos_ids,
+            eos_ids: id("tokenizer.ggml.eos_token_id").into_iter().collect(),
+            bos_prefix: if add_bos { id("tokenizer.ggml.bos_token_id") } else { None },
         })
     }
 
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        Ok(self
-            .inner
-            .encode(text, add_special_tokens)
-            .map_err(|e| anyhow!("tokenizing failed: {e}"))?
-            .get_ids()
-            .to_vec())
+        let enc = self.inner.encode(text, add_special_tokens).map_err(|e| anyhow!("tokenizing failed: {e}"))?;
+        let bos = self.bos_prefix.filter(|_| add_special_tokens);
+        Ok(bos.into_iter().chain(enc.get_ids().iter().copied()).collect())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| anyhow!("detokenizing failed: {e}"))
+        self.inner.decode(ids, true).map_err(|e| anyhow!("detokenizing failed: {e}"))
     }
 
     pub fn has_chat_template(&self) -> bool {
@@ -130,25 +129,13 @@ impl TextTokenizer {
     }
 }
 
-pub fn render_template(
-    template: &str,
-    messages: &[Message],
-    bos: &str,
-    eos: &str,
-) -> Result<String> {
+pub fn render_template(template: &str, messages: &[Message], bos: &str, eos: &str) -> Result<String> {
     let mut env = minijinja::Environment::new();
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function(
-        "raise_exception",
-        |msg: String| -> Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(
-                minijinja::ErrorKind::InvalidOperation,
-                msg,
-            ))
-        },
-    );
-    env.add_template("chat", template)
-        .map_err(|e| anyhow!("chat template does not parse: {e}"))?;
+    env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+        Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+    });
+    env.add_template("chat", template).map_err(|e| anyhow!("chat template does not parse: {e}"))?;
     let tmpl = env.get_template("chat").map_err(|e| anyhow!("{e}"))?;
     tmpl.render(minijinja::context! {
         messages => messages,

@@ -53,10 +53,7 @@ fn write_safetensors(dir: &Path, header: &serde_json::Map<String, Value>, data: 
 
 #[test]
 fn missing_path_and_missing_files() {
-    assert_mentions(
-        &load_err(Path::new("/nonexistent/model")),
-        &["/nonexistent/model", "does not exist"],
-    );
+    assert_mentions(&load_err(Path::new("/nonexistent/model")), &["/nonexistent/model", "does not exist"]);
     let dir = copy_fixture();
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
     assert_mentions(&load_err(dir.path()), &["config.json"]);
@@ -71,8 +68,7 @@ fn unreadable_config_and_unknown_architecture() {
     std::fs::write(dir.path().join("config.json"), "{ not json").unwrap();
     assert_mentions(&load_err(dir.path()), &["config.json", "not valid JSON"]);
     let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture().join("config.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("config.json")).unwrap()).unwrap();
     cfg["architectures"] = serde_json::json!(["GPT2LMHeadModel"]);
     std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
     assert_mentions(&load_err(dir.path()), &["config.json", "GPT2LMHeadModel"]);
@@ -109,11 +105,7 @@ fn missing_tensor_wrong_shape_wrong_dtype() {
 fn truncated_safetensors() {
     let dir = copy_fixture();
     let bytes = std::fs::read(fixture().join("model.safetensors")).unwrap();
-    std::fs::write(
-        dir.path().join("model.safetensors"),
-        &bytes[..bytes.len() - 1000],
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("model.safetensors"), &bytes[..bytes.len() - 1000]).unwrap();
     assert_mentions(&load_err(dir.path()), &["model.safetensors", "truncated"]);
     std::fs::write(dir.path().join("model.safetensors"), &bytes[..4]).unwrap();
     assert_mentions(&load_err(dir.path()), &["model.safetensors"]);
@@ -121,43 +113,23 @@ fn truncated_safetensors() {
 
 #[test]
 fn prompt_longer_than_context_names_both_numbers() {
-    let opts = EngineOptions {
-        forward: ForwardOptions {
-            context: 8,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let opts = EngineOptions { forward: ForwardOptions { context: 8, ..Default::default() }, ..Default::default() };
     let mut engine = Engine::load(&fixture(), &opts).unwrap();
-    let req = Request {
-        prompt_ids: vec![5; 9],
-        max_tokens: 4,
-        sampling: SamplingParams::default(),
-        stop_at_eos: false,
-    };
+    let req =
+        Request { prompt_ids: vec![5; 9], max_tokens: 4, sampling: SamplingParams::default(), stop_at_eos: false };
     let msg = format!("{:#}", engine.generate(&req, |_| true).unwrap_err());
     assert_mentions(&msg, &["9 tokens", "context of 8"]);
     // The engine is still usable afterwards.
-    let req = Request {
-        prompt_ids: vec![5; 3],
-        ..req
-    };
+    let req = Request { prompt_ids: vec![5; 3], ..req };
     assert_eq!(engine.generate(&req, |_| true).unwrap().ids.len(), 4);
 }
 
 #[test]
 fn token_id_out_of_range() {
     let mut engine = Engine::load(&fixture(), &EngineOptions::default()).unwrap();
-    let req = Request {
-        prompt_ids: vec![1, 100000],
-        max_tokens: 1,
-        sampling: SamplingParams::default(),
-        stop_at_eos: false,
-    };
-    assert_mentions(
-        &format!("{:#}", engine.generate(&req, |_| true).unwrap_err()),
-        &["100000", "vocabulary"],
-    );
+    let req =
+        Request { prompt_ids: vec![1, 100000], max_tokens: 1, sampling: SamplingParams::default(), stop_at_eos: false };
+    assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["100000", "vocabulary"]);
 }
 
 /// The CLI turns every one of these into one line on stderr and exit status 1.
@@ -166,32 +138,30 @@ fn cli_errors_are_one_line_with_nonzero_exit() {
     let bin = env!("CARGO_BIN_EXE_wginfer");
     let fixture = fixture();
     let cases: [&[&str]; 3] = [
-        &[
-            "generate",
-            "--model",
-            "/nonexistent/model",
-            "--prompt",
-            "hi",
-        ],
-        &[
-            "generate",
-            "--model",
-            fixture.to_str().unwrap(),
-            "--prompt-ids",
-            "1,2",
-            "--context",
-            "1",
-        ],
+        &["generate", "--model", "/nonexistent/model", "--prompt", "hi"],
+        &["generate", "--model", fixture.to_str().unwrap(), "--prompt-ids", "1,2", "--context", "1"],
         &["info", "--adapter", "99"],
     ];
     for args in cases {
         let out = Command::new(bin).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.starts_with("error: ") && err.trim_end().lines().count() == 1,
-            "{args:?}: {err:?}"
-        );
+        assert!(err.starts_with("error: ") && err.trim_end().lines().count() == 1, "{args:?}: {err:?}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn attention_threshold_beyond_workgroup_memory() {
+    let gpu = wginfer::gpu::Gpu::new(&Default::default()).unwrap();
+    let threshold = gpu.caps.max_workgroup_storage / 4;
+    let opts = EngineOptions {
+        forward: ForwardOptions { attn_threshold: threshold, ..Default::default() },
+        ..Default::default()
+    };
+    let msg = match Engine::load(&fixture(), &opts) {
+        Ok(_) => panic!("a threshold of {threshold} cannot fit workgroup memory"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert_mentions(&msg, &[&format!("--attn-threshold {threshold}")]);
 }

@@ -5,31 +5,22 @@ use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
 use wginfer::ops::linear::{sources, LinearConfig};
 use wginfer::ops::qkv_rope::HeadShape;
-use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, WeightType,
-};
+use wginfer::ops::{argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, WeightType};
 
 fn validate(label: &str, src: &str) {
-    let module = naga::front::wgsl::parse_str(src)
+    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+        .validate(&module)
         .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
 }
 
 #[test]
 fn every_kernel_variant_validates() {
-    let cfg = LinearConfig::default();
-    let heads = HeadShape {
-        n_heads: 14,
-        n_kv_heads: 2,
-        head_dim: 64,
-        cache_slots: 4096,
-    };
-    for ty in [WeightType::F32, WeightType::F16] {
+    let portable = LinearConfig::default();
+    let subgroups = LinearConfig { subgroups: true, ..portable };
+    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, cache_slots: 4096 };
+    use WeightType::*;
+    for ty in [F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K] {
         let lib = ty.lib();
         let linear: [(&str, Defs); 3] = [
             ("matmul", matmul::defs(true, 896, 0)),
@@ -37,11 +28,10 @@ fn every_kernel_variant_validates() {
             ("swiglu", Defs::new()),
         ];
         for (name, defs) in linear {
-            for (i, src) in sources(name, &defs, lib, 896, 1152, true, &cfg)
-                .iter()
-                .enumerate()
-            {
-                validate(&format!("{name} {ty:?} variant {i}"), src);
+            for cfg in [&portable, &subgroups] {
+                for (i, src) in sources(name, &defs, lib, 1024, 1152, true, cfg).iter().enumerate() {
+                    validate(&format!("{name} {ty:?} {cfg:?} variant {i}"), src);
+                }
             }
         }
         validate("embedding", &embedding::source(lib, 896, 0, 151936));
@@ -49,10 +39,7 @@ fn every_kernel_variant_validates() {
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
     validate("argmax", &argmax::source(151936));
-    validate(
-        "attention_plain",
-        &attention_plain::source(&heads, DEFAULT_THRESHOLD),
-    );
+    validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD));
     validate("attention_flash", &attention_flash::source(&heads));
 }
 
@@ -78,18 +65,8 @@ fn every_shader_file_is_embedded() {
 fn every_kernel_has_a_launcher_and_a_test() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for name in file_names().filter(|n| !n.starts_with("lib/")) {
-        assert!(
-            root.join(format!("src/ops/{name}.rs")).exists(),
-            "src/ops/{name}.rs"
-        );
-        let test = if name.starts_with("attention") {
-            "attention".to_string()
-        } else {
-            name.to_string()
-        };
-        assert!(
-            root.join(format!("tests/kernels/{test}.rs")).exists(),
-            "tests/kernels/{test}.rs"
-        );
+        assert!(root.join(format!("src/ops/{name}.rs")).exists(), "src/ops/{name}.rs");
+        let test = if name.starts_with("attention") { "attention".to_string() } else { name.to_string() };
+        assert!(root.join(format!("tests/kernels/{test}.rs")).exists(), "tests/kernels/{test}.rs");
     }
 }

@@ -1,8 +1,9 @@
 // GEMV core for one or a few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k].
 // A workgroup computes R output columns; LANES threads share one weight row and read it
 // coalesced, then reduce. Results reach the kernel's store_pair in pairs (n, n+1), n even.
-// Needs from the kernel: x, w, step, store_pair. Constants: K, N, R (even), LANES, WG_THREADS.
-var<workgroup> red: array<f32, WG_THREADS>;
+// Needs from the kernel: x, w, step, store_pair; lanes_sum from lib/lanes_portable or
+// lib/lanes_subgroup. Constants: K, N, R (even), LANES, WG_THREADS = R * LANES.
+var<workgroup> row_sums: array<f32, R>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -17,18 +18,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 acc += dot(w_load4(n * K + k), x[(m * K + k) / 4u]);
             }
         }
-        red[lid] = acc;
-        workgroupBarrier();
-        for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-            if (lane < s) {
-                red[lid] += red[lid + s];
-            }
-            workgroupBarrier();
+        let total = lanes_sum(lid, lane, acc);
+        if (lane == 0u) {
+            row_sums[r] = total;
         }
+        workgroupBarrier();
         if (lid < R / 2u) {
             let n2 = wg.x * R + lid * 2u;
             if (n2 < N) {
-                store_pair(m, n2, red[lid * 2u * LANES], red[(lid * 2u + 1u) * LANES]);
+                store_pair(m, n2, row_sums[lid * 2u], row_sums[lid * 2u + 1u]);
             }
         }
         workgroupBarrier();

@@ -26,17 +26,11 @@ pub struct ChatArgs {
 pub fn run(a: &ChatArgs) -> Result<()> {
     let path = a.model.model_path()?;
     let mut engine = Engine::load(&path, &a.model.engine_options())?;
-    let tok = engine
-        .tokenizer
-        .take()
-        .with_context(|| format!("{} has no tokenizer.json", path.display()))?;
+    let tok = engine.tokenizer.take().with_context(|| format!("{} has no tokenizer.json", path.display()))?;
     let mut history: Vec<Message> = a.system.iter().map(|s| Message::new("system", s)).collect();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
-    eprintln!(
-        "chatting with {} (empty line or Ctrl-D to quit, /reset to start over)",
-        path.display()
-    );
+    eprintln!("chatting with {} (empty line or Ctrl-D to quit, /reset to start over)", path.display());
     loop {
         eprint!("> ");
         let mut line = String::new();

@@ -40,12 +40,10 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
     let prompt_ids = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => ids.clone(),
         (None, Some(text)) => {
-            let tok = engine.tokenizer.as_ref().with_context(|| {
-                format!(
-                    "{} has no tokenizer.json; pass --prompt-ids",
-                    path.display()
-                )
-            })?;
+            let tok = engine
+                .tokenizer
+                .as_ref()
+                .with_context(|| format!("{} has no tokenizer.json; pass --prompt-ids", path.display()))?;
             if a.chat {
                 let mut msgs = Vec::new();
                 if let Some(s) = &a.system {
@@ -83,6 +81,9 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         Some(t) => t.decode(&g.ids)?,
         None => String::new(),
     };
+    if a.model.profile {
+        super::print_profile(&engine.forward);
+    }
     if a.json {
         let v = serde_json::json!({
             "prompt_ids": prompt_ids,
@@ -97,7 +98,14 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         writeln!(out, "{:?}", g.ids)?;
     } else {
         writeln!(out)?;
-        eprintln!("[{} prompt tokens, TTFT {:.1} ms, prefill {:.0} tok/s, decode {:.1} tok/s, finish {:?}]", prompt_ids.len(), g.ttft_ms, g.prefill_tok_s, g.decode_tok_s, g.finish);
+        eprintln!(
+            "[{} prompt tokens, TTFT {:.1} ms, prefill {:.0} tok/s, decode {:.1} tok/s, finish {:?}]",
+            prompt_ids.len(),
+            g.ttft_ms,
+            g.prefill_tok_s,
+            g.decode_tok_s,
+            g.finish
+        );
     }
     Ok(())
 }

@@ -19,27 +19,15 @@ pub struct InfoArgs {
 
 pub fn run(a: &InfoArgs) -> Result<()> {
     println!("adapters:");
-    for (i, ad) in crate::gpu::list_adapters().iter().enumerate() {
+    for (i, ad) in crate::gpu::list_adapters(None).iter().enumerate() {
         let info = ad.get_info();
-        println!(
-            "  [{i}] {} ({:?}, {:?})",
-            info.name, info.backend, info.device_type
-        );
+        println!("  [{i}] {} ({:?}, {:?})", info.name, info.backend, info.device_type);
     }
-    let opts = GpuOptions {
-        adapter: a.adapter,
-        ..Default::default()
-    };
+    let opts = GpuOptions { adapter: a.adapter, ..Default::default() };
     match &a.model {
         None => println!("{}", Gpu::new(&opts)?.describe()),
         Some(path) => {
-            let engine = Engine::load(
-                path,
-                &crate::engine::EngineOptions {
-                    gpu: opts,
-                    ..Default::default()
-                },
-            )?;
+            let engine = Engine::load(path, &crate::engine::EngineOptions { gpu: opts, ..Default::default() })?;
             println!("{}", engine.gpu.describe());
             let c = &engine.forward.cfg;
             println!(
@@ -54,9 +42,23 @@ pub fn run(a: &InfoArgs) -> Result<()> {
                 c.intermediate,
                 c.vocab
             );
+            let mib = |b: u64| b as f64 / (1 << 20) as f64;
+            let on_disk: u64 = if path.is_file() {
+                std::fs::metadata(path)?.len()
+            } else {
+                std::fs::read_dir(path)?
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            };
+            let f16_bytes = engine.forward.weights.f16_equivalent_bytes();
             println!(
-                "weights on GPU: {:.1} MiB",
-                engine.forward.weights.gpu_bytes() as f64 / (1 << 20) as f64
+                "weights: {:.1} MiB on the GPU ({:.1} MiB of files; {:.1} MiB if stored as f16)",
+                mib(engine.forward.weights.gpu_bytes()),
+                mib(on_disk),
+                mib(f16_bytes)
             );
         }
     }

@@ -16,14 +16,10 @@ use crate::ops::attention::DEFAULT_THRESHOLD;
 use crate::sampling::SamplingParams;
 
 /// Where `make model` puts the default model (SmolLM2-135M-Instruct).
-pub const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct";
+pub const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 #[derive(Parser)]
-#[command(
-    name = "wginfer",
-    version,
-    about = "LLM inference on wgpu (Llama, Qwen2, Mistral)"
-)]
+#[command(name = "wginfer", version, about = "LLM inference on wgpu (Llama, Qwen2, Mistral)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,7 +38,8 @@ enum Command {
 /// Options shared by everything that loads a model.
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// A Hugging Face model folder (config.json, *.safetensors, tokenizer.json).
+    /// A GGUF file or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json);
+    /// default: the model `make model` fetches.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// GPU adapter index (see `wginfer info`); WGPU_BACKEND=vulkan|gl|... limits the backends.
@@ -57,6 +54,9 @@ pub struct ModelArgs {
     /// Contexts longer than this use the flash attention kernel.
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub attn_threshold: u32,
+    /// Time every kernel with GPU timestamps and print the last step's breakdown to stderr.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 impl ModelArgs {
@@ -65,21 +65,21 @@ impl ModelArgs {
             Some(p) => Ok(p.clone()),
             None => {
                 let p = PathBuf::from(DEFAULT_MODEL);
-                p.exists().then_some(p).with_context(|| format!("no --model given and the default model is not at {DEFAULT_MODEL} (run `make model`)"))
+                p.exists().then_some(p).with_context(|| {
+                    format!("no --model given and the default model is not at {DEFAULT_MODEL} (run `make model`)")
+                })
             }
         }
     }
 
     pub fn engine_options(&self) -> EngineOptions {
         EngineOptions {
-            gpu: GpuOptions {
-                adapter: self.adapter,
-                ..Default::default()
-            },
+            gpu: GpuOptions { adapter: self.adapter, ..Default::default() },
             forward: ForwardOptions {
                 context: self.context,
                 sliding_window: self.sliding_window,
                 attn_threshold: self.attn_threshold,
+                profile: self.profile,
                 ..Default::default()
             },
         }
@@ -108,9 +108,7 @@ pub struct SamplingArgs {
 impl SamplingArgs {
     pub fn params(&self) -> SamplingParams {
         let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
         });
         SamplingParams {
             temperature: self.temperature,
@@ -128,4 +126,32 @@ pub fn run() -> Result<()> {
         Command::Chat(a) => chat::run(&a),
         Command::Info(a) => info::run(&a),
     }
+}
+
+/// The last step's GPU time per kernel and per layer, as a table on stderr.
+pub fn print_profile(forward: &crate::model::forward::Forward) {
+    use crate::gpu::profiler::{by_kernel, by_layer};
+    if !forward.profiling() {
+        eprintln!("profile: this adapter cannot write timestamps inside a compute pass");
+        return;
+    }
+    let t = &forward.timings;
+    let total: f64 = t.iter().map(|x| x.ns).sum();
+    eprintln!("GPU time of the last step: {:.1} us in {} dispatches", total / 1e3, t.len());
+    eprintln!("{:<18} {:>6} {:>12} {:>10}", "kernel", "calls", "total us", "mean us");
+    for k in by_kernel(t) {
+        eprintln!(
+            "{:<18} {:>6} {:>12.1} {:>10.2}",
+            k.kernel,
+            k.calls,
+            k.total_ns / 1e3,
+            k.total_ns / 1e3 / k.calls as f64
+        );
+    }
+    let (layers, other) = by_layer(t);
+    eprintln!("{:<8} {:>14} {:>10}", "layer", "attention us", "mlp us");
+    for (i, l) in layers.iter().enumerate() {
+        eprintln!("{:<8} {:>14.1} {:>10.1}", i, l.attention_ns / 1e3, l.mlp_ns / 1e3);
+    }
+    eprintln!("{:<8} {:>14.1}", "other", other / 1e3);
 }

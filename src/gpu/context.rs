@@ -11,6 +11,8 @@ use super::pipelines::PipelineCache;
 pub struct GpuOptions {
     /// Index into the adapter list (`wginfer info` prints it); `None` picks the best one.
     pub adapter: Option<usize>,
+    /// Backends to search; `None` takes `WGPU_BACKEND`, else all.
+    pub backends: Option<wgpu::Backends>,
     /// Treat the adapter as having no SHADER_F16 / SUBGROUP (tests the portable path).
     pub portable: bool,
     /// Lower the storage-binding limit the engine plans with (tests tensor splitting).
@@ -23,6 +25,7 @@ pub struct Caps {
     pub shader_f16: bool,
     pub subgroup: bool,
     pub min_subgroup_size: u32,
+    pub max_subgroup_size: u32,
     pub timestamp: bool,
     pub timestamp_in_pass: bool,
     pub coop_matrix: bool,
@@ -45,14 +48,14 @@ pub struct Gpu {
     buffers_created: AtomicU64,
 }
 
-/// Every adapter wgpu finds on the backends `WGPU_BACKEND` allows (all when unset).
-pub fn list_adapters() -> Vec<wgpu::Adapter> {
-    let instance = new_instance();
+/// Every adapter wgpu finds on `backends` (`None`: those `WGPU_BACKEND` allows, all when unset).
+pub fn list_adapters(backends: Option<wgpu::Backends>) -> Vec<wgpu::Adapter> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if let Some(b) = backends {
+        desc.backends = b;
+    }
+    let instance = wgpu::Instance::new(desc);
     pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
-}
-
-fn new_instance() -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
 }
 
 fn adapter_rank(info: &wgpu::AdapterInfo) -> u32 {
@@ -68,16 +71,13 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> u32 {
 
 impl Gpu {
     pub fn new(opts: &GpuOptions) -> Result<Gpu> {
-        let mut adapters = list_adapters();
+        let mut adapters = list_adapters(opts.backends);
         if adapters.is_empty() {
             bail!("no GPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers, or set WGPU_BACKEND)");
         }
         let adapter = match opts.adapter {
             Some(i) if i < adapters.len() => adapters.swap_remove(i),
-            Some(i) => bail!(
-                "--adapter {i}: only {} adapter(s) found (see `wginfer info`)",
-                adapters.len()
-            ),
+            Some(i) => bail!("--adapter {i}: only {} adapter(s) found (see `wginfer info`)", adapters.len()),
             None => {
                 adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
                 adapters.swap_remove(0)
@@ -88,6 +88,13 @@ impl Gpu {
 
     pub fn from_adapter(adapter: wgpu::Adapter, opts: &GpuOptions) -> Result<Gpu> {
         let info = adapter.get_info();
+        if !adapter.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
+            bail!(
+                "adapter {:?} ({:?}) has no compute shaders; pick another with --adapter or WGPU_BACKEND",
+                info.name,
+                info.backend
+            );
+        }
         let offered = adapter.features();
         let mut wanted = wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
@@ -115,6 +122,7 @@ impl Gpu {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
             min_subgroup_size: info.subgroup_min_size,
+            max_subgroup_size: info.subgroup_max_size,
             timestamp: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_in_pass: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             coop_matrix: offered.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
@@ -141,17 +149,9 @@ impl Gpu {
     }
 
     /// Creates a buffer; every buffer of the engine goes through here so it is counted.
-    pub fn buffer(
-        &self,
-        label: &str,
-        size: u64,
-        usage: wgpu::BufferUsages,
-    ) -> Result<wgpu::Buffer> {
+    pub fn buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
         if size > self.caps.max_buffer {
-            bail!(
-                "buffer {label:?} needs {size} bytes, over this adapter's limit of {} bytes",
-                self.caps.max_buffer
-            );
+            bail!("buffer {label:?} needs {size} bytes, over this adapter's limit of {} bytes", self.caps.max_buffer);
         }
         self.buffers_created.fetch_add(1, Ordering::Relaxed);
         // Sizes are rounded to 16 bytes so vec4 views and copies never fall off the end.
@@ -180,11 +180,7 @@ impl Gpu {
     /// loop uses its own preallocated staging buffer instead.
     pub fn read_back(&self, src: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
         let size = size.next_multiple_of(4);
-        let staging = self.buffer(
-            "read_back",
-            size,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        )?;
+        let staging = self.buffer("read_back", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
         let mut enc = self.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
         self.queue.submit([enc.finish()]);
@@ -198,16 +194,11 @@ impl Gpu {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
         rx.recv()
             .map_err(|_| anyhow!("buffer map callback never ran"))?
             .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;
-        let bytes = slice
-            .get_mapped_range()
-            .map_err(|e| anyhow!("{e:?}"))?
-            .to_vec();
+        let bytes = slice.get_mapped_range().map_err(|e| anyhow!("{e:?}"))?.to_vec();
         buf.unmap();
         Ok(bytes)
     }
@@ -220,9 +211,7 @@ impl Gpu {
             f(&mut pass);
         }
         self.queue.submit([enc.finish()]);
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
         Ok(())
     }
 

@@ -28,37 +28,25 @@ pub struct Bound {
 impl Kernel {
     /// Compiles `source` once; later calls with the same text reuse the pipeline.
     pub fn get(gpu: &Gpu, name: &'static str, source: String) -> Result<Kernel> {
-        let mut cache = gpu
-            .pipelines
-            .lock()
-            .map_err(|_| anyhow!("pipeline cache poisoned"))?;
+        let mut cache = gpu.pipelines.lock().map_err(|_| anyhow!("pipeline cache poisoned"))?;
         if let Some(p) = cache.by_source.get(&source) {
-            return Ok(Kernel {
-                name,
-                pipeline: p.clone(),
-            });
+            return Ok(Kernel { name, pipeline: p.clone() });
         }
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = gpu
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(name),
-                source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-            });
-        let pipeline = gpu
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(name),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+        });
+        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(name),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
         if let Some(err) = pollster::block_on(scope.pop()) {
-            return Err(anyhow!(
-                "kernel {name} failed to compile on this adapter: {err}"
-            ));
+            return Err(anyhow!("kernel {name} failed to compile on this adapter: {err}"));
         }
         let pipeline = Arc::new(pipeline);
         cache.by_source.insert(source, pipeline.clone());
@@ -71,20 +59,14 @@ impl Kernel {
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
             .collect();
         let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.name),
             layout: &layout,
             entries: &entries,
         });
-        Bound {
-            kernel: self.clone(),
-            group,
-        }
+        Bound { kernel: self.clone(), group }
     }
 }
 

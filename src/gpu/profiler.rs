@@ -5,11 +5,21 @@ use anyhow::Result;
 
 use super::Gpu;
 
+/// Which part of a decoder layer a dispatch belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Attention,
+    Mlp,
+    /// Outside the layers: embedding, final norm, LM head, sampling.
+    Other,
+}
+
 /// What one timed dispatch was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
-    /// Decoder layer, or `None` for work outside the layers (embedding, LM head, sampling).
+    /// Decoder layer, or `None` for work outside the layers.
     pub layer: Option<usize>,
+    pub part: Part,
     pub kernel: &'static str,
 }
 
@@ -41,16 +51,10 @@ impl Profiler {
             count: capacity,
         });
         let bytes = u64::from(capacity) * 8;
-        let resolve = gpu.buffer(
-            "profiler.resolve",
-            bytes,
-            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-        )?;
-        let staging = gpu.buffer(
-            "profiler.staging",
-            bytes,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        )?;
+        let resolve =
+            gpu.buffer("profiler.resolve", bytes, wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC)?;
+        let staging =
+            gpu.buffer("profiler.staging", bytes, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
         Ok(Some(Profiler {
             query_set,
             resolve,
@@ -96,10 +100,58 @@ impl Profiler {
             .spans
             .iter()
             .enumerate()
-            .map(|(i, s)| Timing {
-                span: *s,
-                ns: ts[i + 1].saturating_sub(ts[i]) as f64 * self.period_ns,
-            })
+            .map(|(i, s)| Timing { span: *s, ns: ts[i + 1].saturating_sub(ts[i]) as f64 * self.period_ns })
             .collect())
     }
+}
+
+/// GPU time of one kernel over a recording.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTotal {
+    pub kernel: &'static str,
+    pub calls: usize,
+    pub total_ns: f64,
+}
+
+/// GPU time of one layer, split by part.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LayerTime {
+    pub attention_ns: f64,
+    pub mlp_ns: f64,
+}
+
+/// Per-kernel totals, in order of first appearance.
+pub fn by_kernel(timings: &[Timing]) -> Vec<KernelTotal> {
+    let mut out: Vec<KernelTotal> = Vec::new();
+    for t in timings {
+        match out.iter_mut().find(|k| k.kernel == t.span.kernel) {
+            Some(k) => {
+                k.calls += 1;
+                k.total_ns += t.ns;
+            }
+            None => out.push(KernelTotal { kernel: t.span.kernel, calls: 1, total_ns: t.ns }),
+        }
+    }
+    out
+}
+
+/// Per-layer times (index = layer) and the time outside the layers.
+pub fn by_layer(timings: &[Timing]) -> (Vec<LayerTime>, f64) {
+    let mut layers: Vec<LayerTime> = Vec::new();
+    let mut other = 0.0;
+    for t in timings {
+        match (t.span.layer, t.span.part) {
+            (Some(l), part) => {
+                if layers.len() <= l {
+                    layers.resize(l + 1, LayerTime::default());
+                }
+                match part {
+                    Part::Attention => layers[l].attention_ns += t.ns,
+                    _ => layers[l].mlp_ns += t.ns,
+                }
+            }
+            (None, _) => other += t.ns,
+        }
+    }
+    (layers, other)
 }

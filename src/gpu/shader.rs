@@ -8,36 +8,26 @@ use std::fmt::Write;
 /// Every WGSL file, embedded at build time.
 const FILES: &[(&str, &str)] = &[
     ("lib/common", include_str!("../../shaders/lib/common.wgsl")),
-    (
-        "lib/weight_f32",
-        include_str!("../../shaders/lib/weight_f32.wgsl"),
-    ),
-    (
-        "lib/weight_f16",
-        include_str!("../../shaders/lib/weight_f16.wgsl"),
-    ),
+    ("lib/weight_f32", include_str!("../../shaders/lib/weight_f32.wgsl")),
+    ("lib/weight_f16", include_str!("../../shaders/lib/weight_f16.wgsl")),
+    ("lib/weight_q8_0", include_str!("../../shaders/lib/weight_q8_0.wgsl")),
+    ("lib/weight_q4_0", include_str!("../../shaders/lib/weight_q4_0.wgsl")),
+    ("lib/weight_q4_1", include_str!("../../shaders/lib/weight_q4_1.wgsl")),
+    ("lib/weight_q5_0", include_str!("../../shaders/lib/weight_q5_0.wgsl")),
+    ("lib/weight_q4_k", include_str!("../../shaders/lib/weight_q4_k.wgsl")),
+    ("lib/weight_q6_k", include_str!("../../shaders/lib/weight_q6_k.wgsl")),
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
-    (
-        "lib/linear_tiled",
-        include_str!("../../shaders/lib/linear_tiled.wgsl"),
-    ),
-    (
-        "lib/linear_gemv",
-        include_str!("../../shaders/lib/linear_gemv.wgsl"),
-    ),
+    ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),
+    ("lib/linear_gemv", include_str!("../../shaders/lib/linear_gemv.wgsl")),
+    ("lib/lanes_portable", include_str!("../../shaders/lib/lanes_portable.wgsl")),
+    ("lib/lanes_subgroup", include_str!("../../shaders/lib/lanes_subgroup.wgsl")),
     ("embedding", include_str!("../../shaders/embedding.wgsl")),
     ("rmsnorm", include_str!("../../shaders/rmsnorm.wgsl")),
     ("matmul", include_str!("../../shaders/matmul.wgsl")),
     ("qkv_rope", include_str!("../../shaders/qkv_rope.wgsl")),
     ("swiglu", include_str!("../../shaders/swiglu.wgsl")),
-    (
-        "attention_plain",
-        include_str!("../../shaders/attention_plain.wgsl"),
-    ),
-    (
-        "attention_flash",
-        include_str!("../../shaders/attention_flash.wgsl"),
-    ),
+    ("attention_plain", include_str!("../../shaders/attention_plain.wgsl")),
+    ("attention_flash", include_str!("../../shaders/attention_flash.wgsl")),
     ("argmax", include_str!("../../shaders/argmax.wgsl")),
 ];
 
@@ -63,18 +53,15 @@ impl Defs {
         Defs::default()
     }
     pub fn u32(mut self, name: &str, v: u32) -> Defs {
-        self.0
-            .push((name.into(), format!("const {name}: u32 = {v}u;")));
+        self.0.push((name.into(), format!("const {name}: u32 = {v}u;")));
         self
     }
     pub fn f32(mut self, name: &str, v: f32) -> Defs {
-        self.0
-            .push((name.into(), format!("const {name}: f32 = {v:e};")));
+        self.0.push((name.into(), format!("const {name}: f32 = {v:e};")));
         self
     }
     pub fn bool(mut self, name: &str, v: bool) -> Defs {
-        self.0
-            .push((name.into(), format!("const {name}: bool = {v};")));
+        self.0.push((name.into(), format!("const {name}: bool = {v};")));
         self
     }
 }

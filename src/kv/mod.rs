@@ -30,43 +30,27 @@ impl Placement {
 }
 
 impl KvCache {
-    pub fn new(
-        gpu: &Gpu,
-        n_layers: usize,
-        kv_dim: u32,
-        slots: u32,
-        sliding_window: bool,
-    ) -> Result<KvCache> {
+    pub fn new(gpu: &Gpu, n_layers: usize, kv_dim: u32, slots: u32, sliding_window: bool) -> Result<KvCache> {
         let bytes = u64::from(kv_dim) * u64::from(slots) * 4;
         if bytes > gpu.caps.max_binding {
             bail!("a KV-cache layer of {slots} positions needs {bytes} bytes, over this adapter's binding limit of {}; lower --context", gpu.caps.max_binding);
         }
         let layers = (0..n_layers)
-            .map(|_| {
-                Ok((
-                    gpu.storage("k_cache", bytes)?,
-                    gpu.storage("v_cache", bytes)?,
-                ))
-            })
+            .map(|_| Ok((gpu.storage("k_cache", bytes)?, gpu.storage("v_cache", bytes)?)))
             .collect::<Result<_>>()?;
-        Ok(KvCache {
-            slots,
-            sliding_window,
-            layers,
-            next_pos: 0,
-        })
+        Ok(KvCache { slots, sliding_window, layers, next_pos: 0 })
     }
 
     /// Checks that `n` more tokens fit and says where they go.
     pub fn place(&self, n: u32) -> Result<Placement> {
         let end = self.next_pos + n;
         if n > self.slots || (end > self.slots && !self.sliding_window) {
-            bail!("{end} tokens do not fit the context of {} tokens (raise --context, or allow --sliding-window)", self.slots);
+            bail!(
+                "{end} tokens do not fit the context of {} tokens (raise --context, or allow --sliding-window)",
+                self.slots
+            );
         }
-        Ok(Placement {
-            start_pos: self.next_pos,
-            kv_lo: end.saturating_sub(self.slots),
-        })
+        Ok(Placement { start_pos: self.next_pos, kv_lo: end.saturating_sub(self.slots) })
     }
 
     pub fn advance(&mut self, n: u32) {

@@ -18,15 +18,8 @@ pub enum Arch {
 #[derive(Clone, Debug, PartialEq)]
 pub enum RopeScaling {
     None,
-    Linear {
-        factor: f32,
-    },
-    Llama3 {
-        factor: f32,
-        low_freq_factor: f32,
-        high_freq_factor: f32,
-        original_max_position: f32,
-    },
+    Linear { factor: f32 },
+    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_max_position: f32 },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -51,17 +44,13 @@ pub struct ModelConfig {
 
 /// Reads `path` (a config.json); errors name the file and the field.
 pub fn read_config(path: &Path) -> Result<ModelConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let v: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
     parse_config(&v).with_context(|| format!("in {}", path.display()))
 }
 
 fn field<'a>(v: &'a Value, name: &str) -> Result<&'a Value> {
-    v.get(name)
-        .filter(|x| !x.is_null())
-        .with_context(|| format!("missing field \"{name}\""))
+    v.get(name).filter(|x| !x.is_null()).with_context(|| format!("missing field \"{name}\""))
 }
 
 fn usize_field(v: &Value, name: &str) -> Result<usize> {
@@ -74,31 +63,21 @@ fn usize_field(v: &Value, name: &str) -> Result<usize> {
 
 fn f32_field(v: &Value, name: &str) -> Result<f32> {
     let x = field(v, name)?;
-    x.as_f64()
-        .map(|f| f as f32)
-        .with_context(|| format!("field \"{name}\" must be a number, found {x}"))
+    x.as_f64().map(|f| f as f32).with_context(|| format!("field \"{name}\" must be a number, found {x}"))
 }
 
 /// An integer or a list of integers (eos_token_id takes both forms).
 pub fn ids_field(v: &Value, name: &str) -> Vec<u32> {
     match v.get(name) {
         Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|x| x.as_u64())
-            .map(|n| n as u32)
-            .collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_u64()).map(|n| n as u32).collect(),
         _ => Vec::new(),
     }
 }
 
 pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
-    let architecture = v
-        .get("architectures")
-        .and_then(|a| a.get(0))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let architecture = v.get("architectures").and_then(|a| a.get(0)).and_then(Value::as_str).unwrap_or("");
     let arch = match (architecture, model_type) {
         ("LlamaForCausalLM", _) | ("", "llama") => Arch::Llama,
         ("Qwen2ForCausalLM", _) | ("", "qwen2") => Arch::Qwen2,
@@ -116,11 +95,8 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     } else {
         heads
     };
-    let head_dim = if v.get("head_dim").is_some_and(|x| !x.is_null()) {
-        usize_field(v, "head_dim")?
-    } else {
-        hidden / heads
-    };
+    let head_dim =
+        if v.get("head_dim").is_some_and(|x| !x.is_null()) { usize_field(v, "head_dim")? } else { hidden / heads };
     if heads % kv_heads != 0 {
         bail!("num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}");
     }
@@ -137,8 +113,9 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     let scaling = rope.or_else(|| v.get("rope_scaling").filter(|x| x.is_object()));
     let rope_scaling = match scaling {
         None => RopeScaling::None,
-        Some(s) => parse_rope_scaling(s)
-            .context("in the RoPE scaling settings (\"rope_scaling\" / \"rope_parameters\")")?,
+        Some(s) => {
+            parse_rope_scaling(s).context("in the RoPE scaling settings (\"rope_scaling\" / \"rope_parameters\")")?
+        }
     };
     let eos_ids = ids_field(v, "eos_token_id");
     Ok(ModelConfig {
@@ -150,17 +127,10 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
         head_dim,
         intermediate: usize_field(v, "intermediate_size")?,
         vocab: usize_field(v, "vocab_size")?,
-        rms_eps: if v.get("rms_norm_eps").is_some() {
-            f32_field(v, "rms_norm_eps")?
-        } else {
-            1e-6
-        },
+        rms_eps: if v.get("rms_norm_eps").is_some() { f32_field(v, "rms_norm_eps")? } else { 1e-6 },
         rope_theta,
         rope_scaling,
-        tie_embeddings: v
-            .get("tie_word_embeddings")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        tie_embeddings: v.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
         max_position: if v.get("max_position_embeddings").is_some() {
             usize_field(v, "max_position_embeddings")?
         } else {
@@ -172,16 +142,10 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
 }
 
 fn parse_rope_scaling(s: &Value) -> Result<RopeScaling> {
-    let kind = s
-        .get("rope_type")
-        .or_else(|| s.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("default");
     Ok(match kind {
         "default" => RopeScaling::None,
-        "linear" => RopeScaling::Linear {
-            factor: f32_field(s, "factor")?,
-        },
+        "linear" => RopeScaling::Linear { factor: f32_field(s, "factor")? },
         "llama3" => RopeScaling::Llama3 {
             factor: f32_field(s, "factor")?,
             low_freq_factor: f32_field(s, "low_freq_factor")?,
@@ -196,18 +160,11 @@ impl ModelConfig {
     /// RoPE inverse frequencies, computed in f32 as transformers does.
     pub fn inv_freq(&self) -> Vec<f32> {
         let d = self.head_dim;
-        let base: Vec<f32> = (0..d / 2)
-            .map(|i| 1.0 / self.rope_theta.powf((2 * i) as f32 / d as f32))
-            .collect();
+        let base: Vec<f32> = (0..d / 2).map(|i| 1.0 / self.rope_theta.powf((2 * i) as f32 / d as f32)).collect();
         match self.rope_scaling {
             RopeScaling::None => base,
             RopeScaling::Linear { factor } => base.iter().map(|f| f / factor).collect(),
-            RopeScaling::Llama3 {
-                factor,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_position,
-            } => {
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position } => {
                 let low_wavelen = original_max_position / low_freq_factor;
                 let high_wavelen = original_max_position / high_freq_factor;
                 base.iter()
@@ -226,5 +183,51 @@ impl ModelConfig {
                     .collect()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 160,
+               "vocab_size": 384, "rms_norm_eps": 1e-5, "eos_token_id": [2, 7]})
+    }
+
+    #[test]
+    fn both_rope_styles_give_the_same_config() {
+        let mut old = base();
+        old["rope_theta"] = json!(500000.0);
+        old["rope_scaling"] = json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+        let mut new = base();
+        new["rope_parameters"] = json!({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+        let (a, b) = (parse_config(&old).unwrap(), parse_config(&new).unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a.rope_theta, 500000.0);
+        assert_eq!(a.head_dim, 16);
+        assert_eq!(a.eos_ids, [2, 7]);
+        // llama3 scaling: high frequencies kept, low ones divided by the factor.
+        let (base_freq, scaled) =
+            (ModelConfig { rope_scaling: RopeScaling::None, ..a.clone() }.inv_freq(), a.inv_freq());
+        assert_eq!(scaled[0], base_freq[0]);
+        assert!((scaled[7] - base_freq[7] / 8.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut c = base();
+        c["num_key_value_heads"] = json!(3);
+        assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("num_key_value_heads"));
+        let mut c = base();
+        c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+        assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("yarn"));
+        let mut c = base();
+        c["hidden_size"] = json!("big");
+        assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("hidden_size"));
     }
 }

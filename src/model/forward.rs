@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 
 use super::config::ModelConfig;
 use super::loader::Weights;
-use crate::gpu::profiler::{Profiler, Span, Timing};
+use crate::gpu::profiler::{Part, Profiler, Span, Timing};
 use crate::gpu::Gpu;
 use crate::kv::KvCache;
 use crate::ops::argmax::Argmax;
@@ -33,7 +33,8 @@ pub struct ForwardOptions {
     pub max_rows: u32,
     /// Contexts longer than this use the flash attention kernel.
     pub attn_threshold: u32,
-    pub linear: LinearConfig,
+    /// Matmul shapes and variants; `None` picks them for the adapter.
+    pub linear: Option<LinearConfig>,
     /// Time every dispatch with timestamp queries (when the adapter can).
     pub profile: bool,
 }
@@ -45,7 +46,7 @@ impl Default for ForwardOptions {
             sliding_window: false,
             max_rows: 512,
             attn_threshold: DEFAULT_THRESHOLD,
-            linear: LinearConfig::default(),
+            linear: None,
             profile: false,
         }
     }
@@ -99,12 +100,7 @@ pub struct Forward {
 }
 
 impl Forward {
-    pub fn new(
-        gpu: &Gpu,
-        cfg: ModelConfig,
-        weights: Weights,
-        opts: &ForwardOptions,
-    ) -> Result<Forward> {
+    pub fn new(gpu: &Gpu, cfg: ModelConfig, weights: Weights, opts: &ForwardOptions) -> Result<Forward> {
         if opts.max_rows == 0 || opts.context == 0 {
             bail!("--context and the chunk size must be positive");
         }
@@ -116,13 +112,7 @@ impl Forward {
             head_dim: cfg.head_dim as u32,
             cache_slots: opts.context,
         };
-        let kv = KvCache::new(
-            gpu,
-            cfg.layers,
-            heads.kv_dim(),
-            opts.context,
-            opts.sliding_window,
-        )?;
+        let kv = KvCache::new(gpu, cfg.layers, heads.kv_dim(), opts.context, opts.sliding_window)?;
         let f32s = |label: &str, n: u64| gpu.storage(label, n * 4);
         let step = Step::buffer(gpu)?;
         let ids = f32s("ids", rows)?;
@@ -133,17 +123,13 @@ impl Forward {
         let h = f32s("h", rows * cfg.intermediate as u64)?;
         let logits = f32s("logits", cfg.vocab as u64)?;
         let next_id = f32s("next_id", 1)?;
-        let id_staging = gpu.buffer(
-            "id_staging",
-            4,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        )?;
+        let id_staging = gpu.buffer("id_staging", 4, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
         let logits_staging = gpu.buffer(
             "logits_staging",
             cfg.vocab as u64 * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         )?;
-        let lin = &opts.linear;
+        let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_adapter(&gpu.caps));
         let eps = cfg.rms_eps;
         let mut layers = Vec::with_capacity(cfg.layers);
         for (w, (kc, vc)) in weights.layers.iter().zip(&kv.layers) {
@@ -156,13 +142,7 @@ impl Forward {
                 k_cache: kc,
                 v_cache: vc,
             };
-            let attn_bufs = AttnBuffers {
-                step: &step,
-                q: &q,
-                k_cache: kc,
-                v_cache: vc,
-                o: &o,
-            };
+            let attn_bufs = AttnBuffers { step: &step, q: &q, k_cache: kc, v_cache: vc, o: &o };
             layers.push(LayerOps {
                 attn_norm: RmsNorm::new(gpu, d as u32, eps, false, &step, &x, &w.attn_norm, &xn)?,
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
@@ -173,33 +153,11 @@ impl Forward {
                 down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, true)?,
             });
         }
-        let profiler = if opts.profile {
-            Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))?
-        } else {
-            None
-        };
+        let profiler = if opts.profile { Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))? } else { None };
         Ok(Forward {
             embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x)?,
-            final_norm: RmsNorm::new(
-                gpu,
-                d as u32,
-                eps,
-                true,
-                &step,
-                &x,
-                &weights.final_norm,
-                &xn,
-            )?,
-            lm_head: Matmul::new(
-                gpu,
-                lin,
-                weights.lm_head(),
-                &step,
-                &xn,
-                &logits,
-                false,
-                false,
-            )?,
+            final_norm: RmsNorm::new(gpu, d as u32, eps, true, &step, &x, &weights.final_norm, &xn)?,
+            lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, false)?,
             argmax: Argmax::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
             layers,
             cfg,
@@ -230,25 +188,18 @@ impl Forward {
             bail!("a step needs at least one token");
         }
         if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
-            bail!(
-                "token id {bad} is out of range for the vocabulary of {} tokens",
-                self.cfg.vocab
-            );
+            bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
         }
         self.kv.place(ids.len() as u32)?; // the whole step must fit before anything is written
         let chunks: Vec<&[u32]> = ids.chunks(self.max_rows as usize).collect();
         for (i, chunk) in chunks.iter().enumerate() {
             self.submit_chunk(gpu, chunk, i + 1 == chunks.len(), readback)?;
         }
-        let argmax =
-            u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
+        let argmax = u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
         let logits = match readback {
-            Readback::Logits => Some(
-                bytemuck::cast_slice(
-                    &gpu.map_read(&self.logits_staging, self.cfg.vocab as u64 * 4)?,
-                )
-                .to_vec(),
-            ),
+            Readback::Logits => {
+                Some(bytemuck::cast_slice(&gpu.map_read(&self.logits_staging, self.cfg.vocab as u64 * 4)?).to_vec())
+            }
             Readback::Argmax => None,
         };
         if let Some(p) = &self.profiler {
@@ -257,24 +208,11 @@ impl Forward {
         Ok(StepOutput { argmax, logits })
     }
 
-    fn submit_chunk(
-        &mut self,
-        gpu: &Gpu,
-        ids: &[u32],
-        last: bool,
-        readback: Readback,
-    ) -> Result<()> {
+    fn submit_chunk(&mut self, gpu: &Gpu, ids: &[u32], last: bool, readback: Readback) -> Result<()> {
         let n = ids.len() as u32;
         let place = self.kv.place(n)?;
-        gpu.queue
-            .write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
-        Step {
-            n_tokens: n,
-            start_pos: place.start_pos,
-            kv_lo: place.kv_lo,
-            pad: 0,
-        }
-        .write(gpu, &self.step);
+        gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
+        Step { n_tokens: n, start_pos: place.start_pos, kv_lo: place.kv_lo, pad: 0 }.write(gpu, &self.step);
         let attn = self.layers[0].attention.route(place.context(n));
         self.last_attention = attn;
         let mut enc = gpu.device.create_command_encoder(&Default::default());
@@ -285,36 +223,36 @@ impl Forward {
                 p.begin();
             }
             let mut mark =
-                |pass: &mut wgpu::ComputePass<'_>, layer: Option<usize>, kernel: &'static str| {
+                |pass: &mut wgpu::ComputePass<'_>, layer: Option<usize>, part: Part, kernel: &'static str| {
                     if let Some(p) = prof.as_deref_mut() {
-                        p.mark(pass, Span { layer, kernel });
+                        p.mark(pass, Span { layer, part, kernel });
                     }
                 };
-            mark(&mut pass, None, "embedding");
+            mark(&mut pass, None, Part::Other, "embedding");
             self.embed.record(&mut pass, n);
             for (i, l) in self.layers.iter().enumerate() {
-                let at = Some(i);
-                mark(&mut pass, at, "rmsnorm");
+                let (at, attn_part, mlp) = (Some(i), Part::Attention, Part::Mlp);
+                mark(&mut pass, at, attn_part, "rmsnorm");
                 l.attn_norm.record(&mut pass, n);
-                mark(&mut pass, at, "qkv_rope");
+                mark(&mut pass, at, attn_part, "qkv_rope");
                 l.qkv.record(&mut pass, n);
-                mark(&mut pass, at, attn.kernel_name());
+                mark(&mut pass, at, attn_part, attn.kernel_name());
                 l.attention.record(&mut pass, attn, n);
-                mark(&mut pass, at, "matmul");
+                mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
-                mark(&mut pass, at, "rmsnorm");
+                mark(&mut pass, at, mlp, "rmsnorm");
                 l.mlp_norm.record(&mut pass, n);
-                mark(&mut pass, at, "swiglu");
+                mark(&mut pass, at, mlp, "swiglu");
                 l.gate_up.record(&mut pass, n);
-                mark(&mut pass, at, "matmul");
+                mark(&mut pass, at, mlp, "matmul");
                 l.down.record(&mut pass, n);
             }
             if last {
-                mark(&mut pass, None, "rmsnorm");
+                mark(&mut pass, None, Part::Other, "rmsnorm");
                 self.final_norm.record(&mut pass, n);
-                mark(&mut pass, None, "matmul");
+                mark(&mut pass, None, Part::Other, "matmul");
                 self.lm_head.record(&mut pass, 1);
-                mark(&mut pass, None, "argmax");
+                mark(&mut pass, None, Part::Other, "argmax");
                 self.argmax.record(&mut pass);
             }
             if let Some(p) = prof {
@@ -327,13 +265,7 @@ impl Forward {
         if last {
             enc.copy_buffer_to_buffer(&self.next_id, 0, &self.id_staging, 0, 4);
             if readback == Readback::Logits {
-                enc.copy_buffer_to_buffer(
-                    &self.logits,
-                    0,
-                    &self.logits_staging,
-                    0,
-                    self.cfg.vocab as u64 * 4,
-                );
+                enc.copy_buffer_to_buffer(&self.logits, 0, &self.logits_staging, 0, self.cfg.vocab as u64 * 4);
             }
         }
         gpu.queue.submit([enc.finish()]);

@@ -36,16 +36,19 @@ impl Weights {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
 
-    /// Bytes of weights on the GPU.
+    fn matrices(&self) -> impl Iterator<Item = &Weight> {
+        let layers = self.layers.iter().flat_map(|l| [&l.qkv, &l.o, &l.gate_up, &l.down]);
+        layers.chain(std::iter::once(&self.embed)).chain(self.lm_head.as_ref())
+    }
+
+    /// Bytes of weight matrices on the GPU.
     pub fn gpu_bytes(&self) -> u64 {
-        let l: u64 = self
-            .layers
-            .iter()
-            .map(|l| {
-                l.qkv.gpu_bytes() + l.o.gpu_bytes() + l.gate_up.gpu_bytes() + l.down.gpu_bytes()
-            })
-            .sum();
-        l + self.embed.gpu_bytes() + self.lm_head.as_ref().map_or(0, Weight::gpu_bytes)
+        self.matrices().map(Weight::gpu_bytes).sum()
+    }
+
+    /// What the same matrices would take as f16.
+    pub fn f16_equivalent_bytes(&self) -> u64 {
+        self.matrices().map(|w| u64::from(w.rows) * u64::from(w.cols) * 2).sum()
     }
 }
 
@@ -57,10 +60,7 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn get(&self, name: &str, shape: &[usize]) -> Result<HostTensor<'_>> {
-        let t = self
-            .src
-            .tensor(name)?
-            .with_context(|| format!("missing tensor {name}"))?;
+        let t = self.src.tensor(name)?.with_context(|| format!("missing tensor {name}"))?;
         t.check_shape(shape)?;
         self.bar.inc(1);
         Ok(t)
@@ -68,36 +68,21 @@ impl Loader<'_> {
 
     fn f32_buffer(&self, name: &str, len: usize) -> Result<wgpu::Buffer> {
         let t = self.get(name, &[len])?;
-        self.gpu
-            .storage_from(name, bytemuck::cast_slice(&t.to_f32()))
+        self.gpu.storage_from(name, bytemuck::cast_slice(&t.to_f32()))
     }
 
     /// Rows of several `[rows_i, cols]` tensors stacked, reordered by `order`, uploaded.
-    fn fused(
-        &self,
-        label: &str,
-        parts: &[(&str, usize)],
-        cols: usize,
-        order: &[usize],
-    ) -> Result<Weight> {
-        let tensors = parts
-            .iter()
-            .map(|(n, rows)| self.get(n, &[*rows, cols]))
-            .collect::<Result<Vec<_>>>()?;
+    fn fused(&self, label: &str, parts: &[(&str, usize)], cols: usize, order: &[usize]) -> Result<Weight> {
+        let tensors = parts.iter().map(|(n, rows)| self.get(n, &[*rows, cols])).collect::<Result<Vec<_>>>()?;
         let ty = gpu_type(&tensors);
         let mut stacked = Vec::new();
         for t in &tensors {
             stacked.extend(t.to_weight_bytes(ty)?);
         }
-        let row_bytes = cols * ty.bytes_per_element();
-        Weight::upload(
-            self.gpu,
-            label,
-            ty,
-            order.len(),
-            cols,
-            &gather_rows(&stacked, row_bytes, order),
-        )
+        let row_bytes = ty
+            .row_bytes(cols)
+            .with_context(|| format!("{label}: {cols} columns are not whole {} blocks", ty.name()))?;
+        Weight::upload(self.gpu, label, ty, order.len(), cols, &gather_rows(&stacked, row_bytes, order))
     }
 
     fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Weight> {
@@ -106,9 +91,13 @@ impl Loader<'_> {
     }
 }
 
-/// The widest storage any of the tensors needs (f32 if any is f32).
+/// The storage a fused weight gets: its parts' type when they agree (quantized stays
+/// quantized); otherwise f32 if any part is f32, else f16.
 fn gpu_type(ts: &[HostTensor]) -> WeightType {
-    if ts.iter().any(|t| t.dtype.gpu_type() == WeightType::F32) {
+    let first = ts[0].dtype.gpu_type();
+    if ts.iter().all(|t| t.dtype.gpu_type() == first) {
+        first
+    } else if ts.iter().any(|t| t.dtype.gpu_type() == WeightType::F32) {
         WeightType::F32
     } else {
         WeightType::F16
@@ -129,29 +118,18 @@ pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Res
     let ld = Loader { gpu, src, bar };
     let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);
     let (qn, kvn) = (cfg.heads * hd, cfg.kv_heads * hd);
-    let heads = HeadShape {
-        n_heads: cfg.heads as u32,
-        n_kv_heads: cfg.kv_heads as u32,
-        head_dim: hd as u32,
-        cache_slots: 0,
-    };
-    let qkv_order = fused_row_order(&heads);
+    let heads =
+        HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: hd as u32, cache_slots: 0 };
+    let qkv_order = fused_row_order(&heads, src.qk_rows_pair_adjacent());
     let gate_up_order = interleaved_row_order(inter);
     let mut layers = Vec::with_capacity(cfg.layers);
     for i in 0..cfg.layers {
         let p = format!("model.layers.{i}");
-        let (q, k, v) = (
-            format!("{p}.self_attn.q_proj"),
-            format!("{p}.self_attn.k_proj"),
-            format!("{p}.self_attn.v_proj"),
-        );
+        let (q, k, v) =
+            (format!("{p}.self_attn.q_proj"), format!("{p}.self_attn.k_proj"), format!("{p}.self_attn.v_proj"));
         let qkv = ld.fused(
             &format!("{p}.self_attn.qkv"),
-            &[
-                (&format!("{q}.weight"), qn),
-                (&format!("{k}.weight"), kvn),
-                (&format!("{v}.weight"), kvn),
-            ],
+            &[(&format!("{q}.weight"), qn), (&format!("{k}.weight"), kvn), (&format!("{v}.weight"), kvn)],
             d,
             &qkv_order,
         )?;
@@ -173,10 +151,7 @@ pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Res
             mlp_norm: ld.f32_buffer(&format!("{p}.post_attention_layernorm.weight"), d)?,
             gate_up: ld.fused(
                 &format!("{p}.mlp.gate_up"),
-                &[
-                    (&format!("{p}.mlp.gate_proj.weight"), inter),
-                    (&format!("{p}.mlp.up_proj.weight"), inter),
-                ],
+                &[(&format!("{p}.mlp.gate_proj.weight"), inter), (&format!("{p}.mlp.up_proj.weight"), inter)],
                 d,
                 &gate_up_order,
             )?,
@@ -184,19 +159,9 @@ pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Res
         });
     }
     let embed = ld.matrix("model.embed_tokens.weight", cfg.vocab, d)?;
-    let lm_head = if cfg.tie_embeddings {
-        None
-    } else {
-        Some(ld.matrix("lm_head.weight", cfg.vocab, d)?)
-    };
+    let lm_head = if cfg.tie_embeddings { None } else { Some(ld.matrix("lm_head.weight", cfg.vocab, d)?) };
     let final_norm = ld.f32_buffer("model.norm.weight", d)?;
     let inv_freq = gpu.storage_from("inv_freq", bytemuck::cast_slice(&cfg.inv_freq()))?;
     ld.bar.finish_and_clear();
-    Ok(Weights {
-        embed,
-        layers,
-        final_norm,
-        lm_head,
-        inv_freq,
-    })
+    Ok(Weights { embed, layers, final_norm, lm_head, inv_freq })
 }

@@ -2,7 +2,10 @@
 
 pub mod config;
 pub mod forward;
+pub mod gguf;
+pub mod gguf_tokenizer;
 pub mod loader;
+pub mod quant;
 pub mod safetensors;
 pub mod tensor;
 
@@ -14,17 +17,20 @@ use crate::gpu::Gpu;
 use config::{read_config, ModelConfig};
 use forward::{Forward, ForwardOptions};
 
+/// Loads a GGUF file onto the GPU; quantized weights stay quantized.
+pub fn load_gguf(gpu: &Gpu, file: &gguf::Gguf, opts: &ForwardOptions) -> Result<Forward> {
+    let cfg = file.config().with_context(|| format!("in {}", file.path.display()))?;
+    let weights = loader::load_weights(gpu, &cfg, file).with_context(|| format!("loading {}", file.path.display()))?;
+    Forward::new(gpu, cfg, weights, opts)
+}
+
 /// Loads a Hugging Face model folder (config.json + safetensors) onto the GPU.
 pub fn load_hf_dir(gpu: &Gpu, dir: &Path, opts: &ForwardOptions) -> Result<Forward> {
     if !dir.is_dir() {
-        bail!(
-            "{}: not a model folder (expected config.json and *.safetensors)",
-            dir.display()
-        );
+        bail!("{}: not a model folder (expected config.json and *.safetensors)", dir.display());
     }
     let cfg: ModelConfig = read_config(&dir.join("config.json"))?;
     let src = safetensors::SafeTensors::open_dir(dir)?;
-    let weights = loader::load_weights(gpu, &cfg, &src)
-        .with_context(|| format!("loading {}", dir.display()))?;
+    let weights = loader::load_weights(gpu, &cfg, &src).with_context(|| format!("loading {}", dir.display()))?;
     Forward::new(gpu, cfg, weights, opts)
 }

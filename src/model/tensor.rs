@@ -5,11 +5,19 @@ use half::{bf16, f16};
 
 use crate::ops::WeightType;
 
+#[allow(non_camel_case_types)] // ggml's names
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DType {
     F32,
     F16,
     BF16,
+    // ggml's block-quantized types (see quant.rs)
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q4_K,
+    Q6_K,
 }
 
 impl DType {
@@ -22,11 +30,44 @@ impl DType {
         }
     }
 
-    pub fn size_of(self) -> usize {
+    /// ggml type ids as GGUF stores them.
+    pub fn from_ggml(id: u32) -> Option<DType> {
+        Some(match id {
+            0 => DType::F32,
+            1 => DType::F16,
+            2 => DType::Q4_0,
+            3 => DType::Q4_1,
+            6 => DType::Q5_0,
+            8 => DType::Q8_0,
+            12 => DType::Q4_K,
+            14 => DType::Q6_K,
+            30 => DType::BF16,
+            _ => return None,
+        })
+    }
+
+    /// (values per block, bytes per block); plain types are blocks of one value.
+    pub fn block(self) -> (usize, usize) {
         match self {
-            DType::F32 => 4,
-            DType::F16 | DType::BF16 => 2,
+            DType::F32 => (1, 4),
+            DType::F16 | DType::BF16 => (1, 2),
+            DType::Q8_0 => (32, 34),
+            DType::Q4_0 => (32, 18),
+            DType::Q4_1 => (32, 20),
+            DType::Q5_0 => (32, 22),
+            DType::Q4_K => (256, 144),
+            DType::Q6_K => (256, 210),
         }
+    }
+
+    /// Bytes of `n` values (`n` a multiple of the block size).
+    pub fn bytes_for(self, n: usize) -> Option<usize> {
+        let (per, size) = self.block();
+        n.is_multiple_of(per).then(|| n / per).and_then(|b| b.checked_mul(size))
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.block().0 > 1
     }
 
     /// The GPU storage a weight of this dtype gets: f32 stays f32, f16 and bf16 become f16
@@ -36,6 +77,12 @@ impl DType {
         match self {
             DType::F32 => WeightType::F32,
             DType::F16 | DType::BF16 => WeightType::F16,
+            DType::Q8_0 => WeightType::Q8_0,
+            DType::Q4_0 => WeightType::Q4_0,
+            DType::Q4_1 => WeightType::Q4_1,
+            DType::Q5_0 => WeightType::Q5_0,
+            DType::Q4_K => WeightType::Q4_K,
+            DType::Q6_K => WeightType::Q6_K,
         }
     }
 }
@@ -49,21 +96,20 @@ pub struct HostTensor<'a> {
     pub origin: String,
 }
 
-/// Anything that serves tensors by name (safetensors files; GGUF later).
+/// Anything that serves tensors by their Hugging Face names (safetensors, GGUF).
 pub trait TensorSource {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>>;
+
+    /// Whether the q and k projection rows already come with each RoPE pair adjacent.
+    fn qk_rows_pair_adjacent(&self) -> bool {
+        false
+    }
 }
 
 impl HostTensor<'_> {
     pub fn check_shape(&self, want: &[usize]) -> Result<()> {
         if self.shape != want {
-            bail!(
-                "tensor {} in {}: shape {:?}, expected {:?}",
-                self.name,
-                self.origin,
-                self.shape,
-                want
-            );
+            bail!("tensor {} in {}: shape {:?}, expected {:?}", self.name, self.origin, self.shape, want);
         }
         Ok(())
     }
@@ -71,18 +117,10 @@ impl HostTensor<'_> {
     pub fn to_f32(&self) -> Vec<f32> {
         let b = self.bytes;
         match self.dtype {
-            DType::F32 => b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-            DType::F16 => b
-                .chunks_exact(2)
-                .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            DType::BF16 => b
-                .chunks_exact(2)
-                .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
+            DType::F32 => b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+            DType::F16 => b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            DType::BF16 => b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            q => super::quant::dequantize(q, b),
         }
     }
 
@@ -90,22 +128,20 @@ impl HostTensor<'_> {
     pub fn to_weight_bytes(&self, ty: WeightType) -> Result<Vec<u8>> {
         Ok(match (self.dtype, ty) {
             (DType::F32, WeightType::F32) | (DType::F16, WeightType::F16) => self.bytes.to_vec(),
+            (q, _) if q.is_quantized() && q.gpu_type() == ty => super::quant::to_gpu_layout(q, self.bytes),
             (_, WeightType::F32) => bytemuck::cast_slice(&self.to_f32()).to_vec(),
             (_, WeightType::F16) => {
-                let mut out = Vec::with_capacity(self.bytes.len() / self.dtype.size_of() * 2);
+                let mut out = Vec::new();
                 for v in self.to_f32() {
                     let h = f16::from_f32(v);
                     if h.is_infinite() && v.is_finite() {
-                        bail!(
-                            "tensor {} in {}: value {v} does not fit in f16",
-                            self.name,
-                            self.origin
-                        );
+                        bail!("tensor {} in {}: value {v} does not fit in f16", self.name, self.origin);
                     }
                     out.extend_from_slice(&h.to_le_bytes());
                 }
                 out
             }
+            (_, t) => bail!("tensor {} in {}: cannot store {:?} as {}", self.name, self.origin, self.dtype, t.name()),
         })
     }
 }

@@ -8,20 +8,14 @@ use crate::gpu::{Bound, Gpu, Kernel};
 const WG_THREADS: u32 = 256;
 
 pub fn source(vocab: u32) -> String {
-    assemble(
-        "argmax",
-        &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS),
-        &[],
-    )
+    assemble("argmax", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &[])
 }
 
 pub struct Argmax(Bound);
 
 impl Argmax {
     pub fn new(gpu: &Gpu, vocab: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Argmax> {
-        Ok(Argmax(
-            Kernel::get(gpu, "argmax", source(vocab))?.bind(gpu, &[logits, out]),
-        ))
+        Ok(Argmax(Kernel::get(gpu, "argmax", source(vocab))?.bind(gpu, &[logits, out])))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {

@@ -65,13 +65,20 @@ impl Attention {
     pub fn new(gpu: &Gpu, h: &HeadShape, threshold: u32, b: &AttnBuffers) -> Result<Attention> {
         anyhow::ensure!(
             (1..=MAX_THRESHOLD).contains(&threshold),
-            "attention threshold {threshold} must be in 1..={MAX_THRESHOLD}"
+            "--attn-threshold {threshold} must be in 1..={MAX_THRESHOLD}"
         );
         anyhow::ensure!(
             h.n_kv_heads > 0 && h.n_heads.is_multiple_of(h.n_kv_heads),
             "{} query heads are not a multiple of {} KV heads",
             h.n_heads,
             h.n_kv_heads
+        );
+        // The plain kernel keeps `threshold` scores, the query and a reduction row on chip.
+        let wg_bytes = 4 * (threshold + h.head_dim + super::attention_plain::WG_THREADS);
+        anyhow::ensure!(
+            wg_bytes <= gpu.caps.max_workgroup_storage,
+            "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",
+            gpu.caps.max_workgroup_storage
         );
         Ok(Attention {
             plain: AttentionPlain::new(gpu, h, threshold, b)?,

@@ -9,11 +9,7 @@ use crate::gpu::{Bound, Gpu, Kernel};
 const WG_THREADS: u32 = 256;
 
 pub fn source(lib_weight: &str, d: u32, row_lo: u32, row_hi: u32) -> String {
-    let defs = Defs::new()
-        .u32("D", d)
-        .u32("ROW_LO", row_lo)
-        .u32("ROW_HI", row_hi)
-        .u32("WG_THREADS", WG_THREADS);
+    let defs = Defs::new().u32("D", d).u32("ROW_LO", row_lo).u32("ROW_HI", row_hi).u32("WG_THREADS", WG_THREADS);
     assemble("embedding", &defs, &[lib_weight])
 }
 
@@ -34,18 +30,11 @@ impl Embedding {
             .parts
             .iter()
             .map(|p| {
-                let k = Kernel::get(
-                    gpu,
-                    "embedding",
-                    source(table.ty.lib(), table.cols, p.row_lo, p.row_lo + p.rows),
-                )?;
+                let k = Kernel::get(gpu, "embedding", source(table.ty.lib(), table.cols, p.row_lo, p.row_lo + p.rows))?;
                 Ok(k.bind(gpu, &[step, ids, &p.buffer, x]))
             })
             .collect::<Result<_>>()?;
-        Ok(Embedding {
-            parts,
-            d: table.cols,
-        })
+        Ok(Embedding { parts, d: table.cols })
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

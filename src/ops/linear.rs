@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use super::groups;
 use crate::gpu::shader::{assemble, Defs};
-use crate::gpu::{Bound, Gpu, Kernel};
+use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
 /// Tile shape of the tiled (prefill) core. Threads per workgroup = wg_x * wg_y; each thread
 /// computes a (tm / wg_y) x (tn / wg_x) micro-tile.
@@ -21,13 +21,7 @@ pub struct Tiles {
 
 impl Default for Tiles {
     fn default() -> Self {
-        Tiles {
-            tm: 64,
-            tn: 64,
-            tk: 16,
-            wg_x: 16,
-            wg_y: 16,
-        }
+        Tiles { tm: 64, tn: 64, tk: 16, wg_x: 16, wg_y: 16 }
     }
 }
 
@@ -38,7 +32,10 @@ impl Tiles {
             && (self.tn / self.wg_x).is_multiple_of(2)
             && self.tk.is_multiple_of(4)
             && self.wg_x * self.wg_y <= 256;
-        anyhow::ensure!(ok, "tile config {self:?} is invalid (tn/wg_x must be even, tk a multiple of 4, at most 256 threads)");
+        anyhow::ensure!(
+            ok,
+            "tile config {self:?} is invalid (tn/wg_x must be even, tk a multiple of 4, at most 256 threads)"
+        );
         Ok(())
     }
 }
@@ -52,21 +49,29 @@ pub struct GemvShape {
 
 impl Default for GemvShape {
     fn default() -> Self {
-        GemvShape {
-            rows_per_group: 4,
-            lanes: 64,
-        }
+        GemvShape { rows_per_group: 4, lanes: 64 }
     }
 }
 
 /// Up to this many rows (tokens) use the GEMV core; more use the tiled core.
 pub const GEMV_MAX_ROWS: u32 = 4;
 
-/// Heuristics for the linear cores; `wginfer tune` will overwrite these per adapter.
-#[derive(Clone, Copy, Debug, Default)]
+/// Shapes and variants of the linear cores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinearConfig {
     pub tiles: Tiles,
     pub gemv: GemvShape,
+    /// Reduce GEMV rows with subgroup operations instead of a workgroup-memory tree.
+    pub subgroups: bool,
+}
+
+impl LinearConfig {
+    /// The heuristic choice for an adapter: subgroup reductions where subgroups exist and are
+    /// no wider than a GEMV row's lanes.
+    pub fn for_adapter(caps: &Caps) -> LinearConfig {
+        let gemv = GemvShape::default();
+        LinearConfig { subgroups: caps.subgroup && caps.max_subgroup_size <= gemv.lanes, gemv, ..Default::default() }
+    }
 }
 
 /// Both compiled variants of one linear kernel for one weight shape.
@@ -89,6 +94,7 @@ pub fn sources(
 ) -> [String; 2] {
     let t = cfg.tiles;
     let g = cfg.gemv;
+    let lanes = if cfg.subgroups { "lib/lanes_subgroup" } else { "lib/lanes_portable" };
     let gemv_defs = defs
         .clone()
         .u32("K", k)
@@ -110,7 +116,7 @@ pub fn sources(
         .u32("RN", t.tn / t.wg_x)
         .bool("ROWS_FROM_STEP", rows_from_step);
     [
-        assemble(name, &gemv_defs, &[lib_weight, "lib/linear_gemv"]),
+        assemble(name, &gemv_defs, &[lib_weight, lanes, "lib/linear_gemv"]),
         assemble(name, &tiled_defs, &[lib_weight, "lib/linear_tiled"]),
     ]
 }
@@ -129,12 +135,7 @@ impl LinearKernels {
     ) -> Result<Self> {
         cfg.tiles.check()?;
         let [g, t] = sources(name, defs, lib_weight, k, n, rows_from_step, cfg);
-        Ok(LinearKernels {
-            gemv: Kernel::get(gpu, name, g)?,
-            tiled: Kernel::get(gpu, name, t)?,
-            n,
-            cfg: *cfg,
-        })
+        Ok(LinearKernels { gemv: Kernel::get(gpu, name, g)?, tiled: Kernel::get(gpu, name, t)?, n, cfg: *cfg })
     }
 
     /// Which variant serves `rows` rows, and its workgroup counts.
@@ -142,14 +143,7 @@ impl LinearKernels {
         if rows <= GEMV_MAX_ROWS {
             (true, [groups(self.n, self.cfg.gemv.rows_per_group), 1, 1])
         } else {
-            (
-                false,
-                [
-                    groups(self.n, self.cfg.tiles.tn),
-                    groups(rows, self.cfg.tiles.tm),
-                    1,
-                ],
-            )
+            (false, [groups(self.n, self.cfg.tiles.tn), groups(rows, self.cfg.tiles.tm), 1])
         }
     }
 }
@@ -165,11 +159,7 @@ impl BoundLinear {
     pub fn new(gpu: &Gpu, kernels: LinearKernels, buffers: &[&wgpu::Buffer]) -> BoundLinear {
         let gemv = kernels.gemv.bind(gpu, buffers);
         let tiled = kernels.tiled.bind(gpu, buffers);
-        BoundLinear {
-            kernels,
-            gemv,
-            tiled,
-        }
+        BoundLinear { kernels, gemv, tiled }
     }
 
     pub fn name(&self) -> &'static str {

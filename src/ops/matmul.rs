@@ -14,10 +14,7 @@ pub struct Matmul {
 
 /// Kernel-specific constants for one part of a weight with `n_total` rows starting at `row_lo`.
 pub fn defs(accumulate: bool, n_total: u32, row_lo: u32) -> Defs {
-    Defs::new()
-        .bool("ACCUMULATE", accumulate)
-        .u32("Y_STRIDE", n_total)
-        .u32("N_OFFSET", row_lo)
+    Defs::new().bool("ACCUMULATE", accumulate).u32("Y_STRIDE", n_total).u32("N_OFFSET", row_lo)
 }
 
 impl Matmul {

@@ -33,11 +33,7 @@ pub struct Step {
 impl Step {
     /// The uniform buffer every kernel reads its step from (one per model, written per submit).
     pub fn buffer(gpu: &crate::gpu::Gpu) -> anyhow::Result<wgpu::Buffer> {
-        gpu.buffer(
-            "step",
-            16,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        )
+        gpu.buffer("step", 16, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST)
     }
 
     pub fn write(&self, gpu: &crate::gpu::Gpu, buffer: &wgpu::Buffer) {

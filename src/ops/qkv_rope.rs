@@ -51,13 +51,7 @@ pub struct QkvBuffers<'a> {
 
 impl QkvRope {
     /// `w` stacks Wq, Wk, Wv with q and k rows pair-adjacent per head (see the shader).
-    pub fn new(
-        gpu: &Gpu,
-        cfg: &LinearConfig,
-        w: &Weight,
-        h: &HeadShape,
-        b: &QkvBuffers,
-    ) -> Result<QkvRope> {
+    pub fn new(gpu: &Gpu, cfg: &LinearConfig, w: &Weight, h: &HeadShape, b: &QkvBuffers) -> Result<QkvRope> {
         anyhow::ensure!(
             w.rows == h.q_dim() + 2 * h.kv_dim() && h.head_dim.is_multiple_of(2),
             "weight {}: {} rows for {} q + 2x{} kv rows",
@@ -66,32 +60,10 @@ impl QkvRope {
             h.q_dim(),
             h.kv_dim()
         );
-        let k = LinearKernels::new(
-            gpu,
-            "qkv_rope",
-            &defs(h, b.bias.is_some()),
-            w.ty.lib(),
-            w.cols,
-            w.rows,
-            true,
-            cfg,
-        )?;
+        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty.lib(), w.cols, w.rows, true, cfg)?;
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias = b.bias.unwrap_or(b.inv_freq);
-        Ok(QkvRope(BoundLinear::new(
-            gpu,
-            k,
-            &[
-                b.step,
-                b.x,
-                w.single()?,
-                bias,
-                b.inv_freq,
-                b.q,
-                b.k_cache,
-                b.v_cache,
-            ],
-        )))
+        Ok(QkvRope(BoundLinear::new(gpu, k, &[b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache])))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
@@ -100,19 +72,18 @@ impl QkvRope {
 }
 
 /// Row order of the fused weight as indices into the stacked rows [Wq; Wk; Wv]: the q and k
-/// rows of each head pair-adjacent (new row 2i = original i, 2i+1 = original i + head_dim/2).
-pub fn fused_row_order(h: &HeadShape) -> Vec<usize> {
+/// rows of each head pair-adjacent (new row 2i = original i, 2i+1 = original i + head_dim/2),
+/// unless `already_paired` says the source stores them so (GGUF `llama`).
+pub fn fused_row_order(h: &HeadShape, already_paired: bool) -> Vec<usize> {
     let hd = h.head_dim as usize;
     let half = hd / 2;
-    let pairs = |heads: u32, base: usize| {
-        (0..heads as usize * hd).map(move |r| {
-            let (head, d) = (r / hd, r % hd);
-            base + head * hd + if d % 2 == 0 { d / 2 } else { d / 2 + half }
-        })
+    let pair = move |d: usize| match (already_paired, d % 2) {
+        (true, _) => d,
+        (false, 0) => d / 2,
+        (false, _) => d / 2 + half,
     };
+    let pairs =
+        move |heads: u32, base: usize| (0..heads as usize * hd).map(move |r| base + (r / hd) * hd + pair(r % hd));
     let (qn, kvn) = (h.q_dim() as usize, h.kv_dim() as usize);
-    pairs(h.n_heads, 0)
-        .chain(pairs(h.n_kv_heads, qn))
-        .chain(qn + kvn..qn + 2 * kvn)
-        .collect()
+    pairs(h.n_heads, 0).chain(pairs(h.n_kv_heads, qn)).chain(qn + kvn..qn + 2 * kvn).collect()
 }

@@ -8,11 +8,8 @@ use crate::gpu::{Bound, Gpu, Kernel};
 const WG_THREADS: u32 = 256;
 
 pub fn source(d: u32, eps: f32, last_row_only: bool) -> String {
-    let defs = Defs::new()
-        .u32("D", d)
-        .f32("EPS", eps)
-        .bool("LAST_ROW_ONLY", last_row_only)
-        .u32("WG_THREADS", WG_THREADS);
+    let defs =
+        Defs::new().u32("D", d).f32("EPS", eps).bool("LAST_ROW_ONLY", last_row_only).u32("WG_THREADS", WG_THREADS);
     assemble("rmsnorm", &defs, &["lib/reduce"])
 }
 
@@ -36,10 +33,7 @@ impl RmsNorm {
         y: &wgpu::Buffer,
     ) -> Result<RmsNorm> {
         let k = Kernel::get(gpu, "rmsnorm", source(d, eps, last_row_only))?;
-        Ok(RmsNorm {
-            bound: k.bind(gpu, &[step, x, gamma, y]),
-            last_row_only,
-        })
+        Ok(RmsNorm { bound: k.bind(gpu, &[step, x, gamma, y]), last_row_only })
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

@@ -19,21 +19,8 @@ impl SwiGlu {
         x: &wgpu::Buffer,
         h: &wgpu::Buffer,
     ) -> Result<SwiGlu> {
-        anyhow::ensure!(
-            w.rows.is_multiple_of(2),
-            "weight {}: gate/up rows must come in pairs",
-            w.name
-        );
-        let k = LinearKernels::new(
-            gpu,
-            "swiglu",
-            &Defs::new(),
-            w.ty.lib(),
-            w.cols,
-            w.rows,
-            true,
-            cfg,
-        )?;
+        anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
+        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty.lib(), w.cols, w.rows, true, cfg)?;
         Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h])))
     }
 
@@ -45,13 +32,5 @@ impl SwiGlu {
 /// Row order of the fused weight as indices into the stacked rows [Wgate; Wup]: gate and up
 /// rows interleaved.
 pub fn interleaved_row_order(intermediate: usize) -> Vec<usize> {
-    (0..2 * intermediate)
-        .map(|r| {
-            if r % 2 == 0 {
-                r / 2
-            } else {
-                intermediate + r / 2
-            }
-        })
-        .collect()
+    (0..2 * intermediate).map(|r| if r % 2 == 0 { r / 2 } else { intermediate + r / 2 }).collect()
 }

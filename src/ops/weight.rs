@@ -2,23 +2,48 @@
 //! through `w_load4` from `shaders/lib/weight_<type>.wgsl`. A weight larger than one storage
 //! binding is split by rows into parts, never truncated.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::gpu::Gpu;
 
+#[allow(non_camel_case_types)] // ggml's names
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightType {
     F32,
     /// IEEE half, stored two per u32.
     F16,
+    /// ggml block types, stored as their blocks (4-byte aligned, see model/quant.rs).
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q4_K,
+    Q6_K,
 }
 
 impl WeightType {
-    pub fn bytes_per_element(self) -> usize {
+    /// (values per block, bytes per block on the GPU); plain types are blocks of one value.
+    pub fn block(self) -> (usize, usize) {
         match self {
-            WeightType::F32 => 4,
-            WeightType::F16 => 2,
+            WeightType::F32 => (1, 4),
+            WeightType::F16 => (1, 2),
+            WeightType::Q8_0 => (32, 36),
+            WeightType::Q4_0 => (32, 20),
+            WeightType::Q4_1 => (32, 20),
+            WeightType::Q5_0 => (32, 24),
+            WeightType::Q4_K => (256, 144),
+            WeightType::Q6_K => (256, 212),
         }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.block().0 > 1
+    }
+
+    /// Bytes of a row of `cols` values, if `cols` is whole blocks.
+    pub fn row_bytes(self, cols: usize) -> Option<usize> {
+        let (per, size) = self.block();
+        cols.is_multiple_of(per).then(|| cols / per * size)
     }
 
     /// The shader piece that defines `WElem` and `w_load4` for this type.
@@ -26,14 +51,17 @@ impl WeightType {
         match self {
             WeightType::F32 => "lib/weight_f32",
             WeightType::F16 => "lib/weight_f16",
+            WeightType::Q8_0 => "lib/weight_q8_0",
+            WeightType::Q4_0 => "lib/weight_q4_0",
+            WeightType::Q4_1 => "lib/weight_q4_1",
+            WeightType::Q5_0 => "lib/weight_q5_0",
+            WeightType::Q4_K => "lib/weight_q4_k",
+            WeightType::Q6_K => "lib/weight_q6_k",
         }
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            WeightType::F32 => "f32",
-            WeightType::F16 => "f16",
-        }
+        &self.lib()["lib/weight_".len()..]
     }
 }
 
@@ -56,15 +84,10 @@ pub struct Weight {
 impl Weight {
     /// Uploads `data` (row-major, already in `ty`'s byte layout), split into parts that each fit
     /// one storage binding.
-    pub fn upload(
-        gpu: &Gpu,
-        name: &str,
-        ty: WeightType,
-        rows: usize,
-        cols: usize,
-        data: &[u8],
-    ) -> Result<Weight> {
-        let row_bytes = cols * ty.bytes_per_element();
+    pub fn upload(gpu: &Gpu, name: &str, ty: WeightType, rows: usize, cols: usize, data: &[u8]) -> Result<Weight> {
+        let row_bytes = ty
+            .row_bytes(cols)
+            .with_context(|| format!("weight {name}: {cols} columns are not whole {} blocks", ty.name()))?;
         if data.len() != rows * row_bytes {
             bail!(
                 "weight {name}: {} bytes for a [{rows}, {cols}] {} matrix (expected {})",
@@ -76,8 +99,7 @@ impl Weight {
         if !cols.is_multiple_of(4) {
             bail!("weight {name}: {cols} columns; the kernels need a multiple of 4");
         }
-        let rows_per_part =
-            (gpu.caps.max_binding / row_bytes as u64).min(u64::from(u32::MAX)) as usize;
+        let rows_per_part = (gpu.caps.max_binding / row_bytes as u64).min(u64::from(u32::MAX)) as usize;
         if rows_per_part == 0 {
             bail!("weight {name}: one row ({row_bytes} bytes) is larger than this adapter's storage binding limit");
         }
@@ -86,37 +108,23 @@ impl Weight {
         while lo < rows {
             let n = rows_per_part.min(rows - lo);
             let buffer = gpu.storage_from(name, &data[lo * row_bytes..(lo + n) * row_bytes])?;
-            parts.push(WeightPart {
-                buffer,
-                row_lo: lo as u32,
-                rows: n as u32,
-            });
+            parts.push(WeightPart { buffer, row_lo: lo as u32, rows: n as u32 });
             lo += n;
         }
-        Ok(Weight {
-            name: name.to_string(),
-            ty,
-            rows: rows as u32,
-            cols: cols as u32,
-            parts,
-        })
+        Ok(Weight { name: name.to_string(), ty, rows: rows as u32, cols: cols as u32, parts })
     }
 
     /// The single buffer of a weight that must not be split (fused projections).
     pub fn single(&self) -> Result<&wgpu::Buffer> {
         match self.parts.as_slice() {
             [p] => Ok(&p.buffer),
-            _ => bail!(
-                "weight {} needs {} storage bindings; this kernel takes one",
-                self.name,
-                self.parts.len()
-            ),
+            _ => bail!("weight {} needs {} storage bindings; this kernel takes one", self.name, self.parts.len()),
         }
     }
 
     /// Bytes this weight takes on the GPU.
     pub fn gpu_bytes(&self) -> u64 {
-        u64::from(self.rows) * u64::from(self.cols) * self.ty.bytes_per_element() as u64
+        u64::from(self.rows) * self.ty.row_bytes(self.cols as usize).unwrap_or(0) as u64
     }
 }
 

@@ -2,21 +2,8 @@ use super::common::*;
 use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind};
 use wginfer::ops::qkv_rope::HeadShape;
 
-fn attention_ref(
-    q: &[f32],
-    kc: &[f32],
-    vc: &[f32],
-    h: &HeadShape,
-    rows: usize,
-    start: usize,
-    lo: usize,
-) -> Vec<f32> {
-    let (hq, hkv, hd, cap) = (
-        h.n_heads as usize,
-        h.n_kv_heads as usize,
-        h.head_dim as usize,
-        h.cache_slots as usize,
-    );
+fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], h: &HeadShape, rows: usize, start: usize, lo: usize) -> Vec<f32> {
+    let (hq, hkv, hd, cap) = (h.n_heads as usize, h.n_kv_heads as usize, h.head_dim as usize, h.cache_slots as usize);
     let scale = 1.0 / (hd as f64).sqrt();
     let mut o = vec![0.0f32; rows * hq * hd];
     for t in 0..rows {
@@ -28,22 +15,14 @@ fn attention_ref(
                 .iter()
                 .map(|p| {
                     let kv = &kc[((p % cap) * hkv + kvh) * hd..][..hd];
-                    qv.iter()
-                        .zip(kv)
-                        .map(|(a, b)| *a as f64 * *b as f64)
-                        .sum::<f64>()
-                        * scale
+                    qv.iter().zip(kv).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale
                 })
                 .collect();
             let mx = s.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
             let sum: f64 = e.iter().sum();
             for d in 0..hd {
-                let acc: f64 = pos
-                    .iter()
-                    .zip(&e)
-                    .map(|(p, w)| w * vc[((p % cap) * hkv + kvh) * hd + d] as f64)
-                    .sum();
+                let acc: f64 = pos.iter().zip(&e).map(|(p, w)| w * vc[((p % cap) * hkv + kvh) * hd + d] as f64).sum();
                 o[(t * hq + head) * hd + d] = (acc / sum) as f32;
             }
         }
@@ -54,30 +33,15 @@ fn attention_ref(
 /// Runs both kernels on the same inputs and compares each with the CPU.
 fn check(h: HeadShape, rows: usize, start: usize, lo: usize) {
     let gpu = gpu();
-    let (qn, kvn, cap) = (
-        h.q_dim() as usize,
-        h.kv_dim() as usize,
-        h.cache_slots as usize,
-    );
+    let (qn, kvn, cap) = (h.q_dim() as usize, h.kv_dim() as usize, h.cache_slots as usize);
     let q: Vec<f32> = random(rows * qn, 30).iter().map(|v| v * 3.0).collect();
     let kc = random(cap * kvn, 31);
     let vc = random(cap * kvn, 32);
-    let (qb, kb, vb, ob) = (
-        upload(gpu, &q),
-        upload(gpu, &kc),
-        upload(gpu, &vc),
-        zeros(gpu, rows * qn),
-    );
+    let (qb, kb, vb, ob) = (upload(gpu, &q), upload(gpu, &kc), upload(gpu, &vc), zeros(gpu, rows * qn));
     let sb = step(gpu, rows as u32, start as u32, lo as u32);
     let want = attention_ref(&q, &kc, &vc, &h, rows, start, lo);
     let context = (start + rows - lo) as u32;
-    let bufs = AttnBuffers {
-        step: &sb,
-        q: &qb,
-        k_cache: &kb,
-        v_cache: &vb,
-        o: &ob,
-    };
+    let bufs = AttnBuffers { step: &sb, q: &qb, k_cache: &kb, v_cache: &vb, o: &ob };
     let att = Attention::new(gpu, &h, context, &bufs).unwrap();
     assert_eq!(att.route(context), AttnKind::Plain);
     assert_eq!(att.route(context + 1), AttnKind::Flash);
@@ -94,46 +58,16 @@ fn check(h: HeadShape, rows: usize, start: usize, lo: usize) {
 
 #[test]
 fn grouped_query_heads_over_several_tiles() {
-    check(
-        HeadShape {
-            n_heads: 8,
-            n_kv_heads: 2,
-            head_dim: 16,
-            cache_slots: 200,
-        },
-        5,
-        140,
-        0,
-    );
+    check(HeadShape { n_heads: 8, n_kv_heads: 2, head_dim: 16, cache_slots: 200 }, 5, 140, 0);
 }
 
 #[test]
 fn one_kv_head_wide_heads() {
-    check(
-        HeadShape {
-            n_heads: 3,
-            n_kv_heads: 1,
-            head_dim: 80,
-            cache_slots: 100,
-        },
-        1,
-        70,
-        0,
-    );
+    check(HeadShape { n_heads: 3, n_kv_heads: 1, head_dim: 80, cache_slots: 100 }, 1, 70, 0);
 }
 
 #[test]
 fn ring_wrapped_window() {
     // 50 slots, positions 60..63: the oldest still held is 13.
-    check(
-        HeadShape {
-            n_heads: 4,
-            n_kv_heads: 4,
-            head_dim: 8,
-            cache_slots: 50,
-        },
-        3,
-        60,
-        13,
-    );
+    check(HeadShape { n_heads: 4, n_kv_heads: 4, head_dim: 8, cache_slots: 50 }, 3, 60, 13);
 }

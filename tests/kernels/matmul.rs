@@ -4,37 +4,33 @@ use wginfer::ops::linear::LinearConfig;
 use wginfer::ops::matmul::Matmul;
 use wginfer::ops::WeightType;
 
+/// The portable variant, and the subgroup variant where the adapter has subgroups.
+pub fn configs(gpu: &Gpu) -> Vec<LinearConfig> {
+    let mut v = vec![LinearConfig::default()];
+    if gpu.caps.subgroup {
+        v.push(LinearConfig { subgroups: true, ..Default::default() });
+    }
+    v
+}
+
 fn check(gpu: &Gpu, ty: WeightType, rows: usize, k: usize, n: usize, accumulate: bool) {
+    for cfg in configs(gpu) {
+        check_with(gpu, &cfg, ty, rows, k, n, accumulate);
+    }
+}
+
+fn check_with(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, rows: usize, k: usize, n: usize, accumulate: bool) {
     let x = random(rows * k, 1);
     let (w, w_host) = weight(gpu, ty, n, k, &random(n * k, 2));
     let y0 = random(rows * n, 3);
-    let (xb, yb, sb) = (
-        upload(gpu, &x),
-        upload(gpu, &y0),
-        step(gpu, rows as u32, 0, 0),
-    );
-    let mm = Matmul::new(
-        gpu,
-        &LinearConfig::default(),
-        &w,
-        &sb,
-        &xb,
-        &yb,
-        accumulate,
-        true,
-    )
-    .unwrap();
+    let (xb, yb, sb) = (upload(gpu, &x), upload(gpu, &y0), step(gpu, rows as u32, 0, 0));
+    let mm = Matmul::new(gpu, cfg, &w, &sb, &xb, &yb, accumulate, true).unwrap();
     gpu.run_pass(|p| mm.record(p, rows as u32)).unwrap();
     let mut want = matmul_ref(&x, &w_host, rows, k, n);
     if accumulate {
         want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
     }
-    assert_close(
-        &read(gpu, &yb, rows * n),
-        &want,
-        1e-4,
-        &format!("matmul {ty:?} rows={rows} k={k} n={n}"),
-    );
+    assert_close(&read(gpu, &yb, rows * n), &want, 1e-4, &format!("matmul {ty:?} {cfg:?} rows={rows} k={k} n={n}"));
 }
 
 #[test]

@@ -28,34 +28,19 @@ fn paired(d: usize, hd: usize) -> usize {
 
 fn check(rows: usize, start: usize, with_bias: bool) {
     let gpu = gpu();
-    let h = HeadShape {
-        n_heads: 4,
-        n_kv_heads: 2,
-        head_dim: 8,
-        cache_slots: 16,
-    };
+    let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 8, cache_slots: 16 };
     let (hd, qn, kvn, k) = (8usize, 32usize, 16usize, 40usize);
     let n = qn + 2 * kvn;
     let x = random(rows * k, 20);
     let stacked = random(n * k, 21);
     let bias = random(n, 22);
-    let order = fused_row_order(&h);
+    let order = fused_row_order(&h, false);
     let fused_w = gather_rows(bytemuck::cast_slice(&stacked), k * 4, &order);
     let fused_b: Vec<f32> = order.iter().map(|&r| bias[r]).collect();
-    let inv_freq: Vec<f32> = (0..hd / 2)
-        .map(|i| 1.0 / 10000f32.powf(2.0 * i as f32 / hd as f32))
-        .collect();
+    let inv_freq: Vec<f32> = (0..hd / 2).map(|i| 1.0 / 10000f32.powf(2.0 * i as f32 / hd as f32)).collect();
     let w = Weight::upload(gpu, "qkv", WeightType::F32, n, k, &fused_w).unwrap();
-    let (xb, bb, fb) = (
-        upload(gpu, &x),
-        upload(gpu, &fused_b),
-        upload(gpu, &inv_freq),
-    );
-    let (qb, kb, vb) = (
-        zeros(gpu, rows * qn),
-        zeros(gpu, 16 * kvn),
-        zeros(gpu, 16 * kvn),
-    );
+    let (xb, bb, fb) = (upload(gpu, &x), upload(gpu, &fused_b), upload(gpu, &inv_freq));
+    let (qb, kb, vb) = (zeros(gpu, rows * qn), zeros(gpu, 16 * kvn), zeros(gpu, 16 * kvn));
     let sb = step(gpu, rows as u32, start as u32, 0);
     let bufs = QkvBuffers {
         step: &sb,
@@ -66,43 +51,29 @@ fn check(rows: usize, start: usize, with_bias: bool) {
         k_cache: &kb,
         v_cache: &vb,
     };
-    let op = QkvRope::new(gpu, &LinearConfig::default(), &w, &h, &bufs).unwrap();
+    let op = QkvRope::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &h, &bufs).unwrap();
     gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
 
     let mut y = matmul_ref(&x, &stacked, rows, k, n);
     if with_bias {
-        y.chunks_mut(n)
-            .for_each(|r| r.iter_mut().zip(&bias).for_each(|(a, b)| *a += b));
+        y.chunks_mut(n).for_each(|r| r.iter_mut().zip(&bias).for_each(|(a, b)| *a += b));
     }
-    let (q, kc, vc) = (
-        read(gpu, &qb, rows * qn),
-        read(gpu, &kb, 16 * kvn),
-        read(gpu, &vb, 16 * kvn),
-    );
+    let (q, kc, vc) = (read(gpu, &qb, rows * qn), read(gpu, &kb, 16 * kvn), read(gpu, &vb, 16 * kvn));
     for t in 0..rows {
         let pos = start + t;
         let slot = pos % 16;
         let row = &y[t * n..(t + 1) * n];
         for head in 0..4 {
             let want = rope_ref(&row[head * hd..(head + 1) * hd], pos, &inv_freq);
-            let got: Vec<f32> = (0..hd)
-                .map(|d| q[t * qn + head * hd + paired(d, hd)])
-                .collect();
+            let got: Vec<f32> = (0..hd).map(|d| q[t * qn + head * hd + paired(d, hd)]).collect();
             assert_close(&got, &want, 1e-4, &format!("q t={t} head={head}"));
         }
         for head in 0..2 {
             let want = rope_ref(&row[qn + head * hd..qn + (head + 1) * hd], pos, &inv_freq);
-            let got: Vec<f32> = (0..hd)
-                .map(|d| kc[slot * kvn + head * hd + paired(d, hd)])
-                .collect();
+            let got: Vec<f32> = (0..hd).map(|d| kc[slot * kvn + head * hd + paired(d, hd)]).collect();
             assert_close(&got, &want, 1e-4, &format!("k t={t} head={head}"));
         }
-        assert_close(
-            &vc[slot * kvn..(slot + 1) * kvn],
-            &row[qn + kvn..],
-            1e-4,
-            &format!("v t={t}"),
-        );
+        assert_close(&vc[slot * kvn..(slot + 1) * kvn], &row[qn + kvn..], 1e-4, &format!("v t={t}"));
     }
 }
 

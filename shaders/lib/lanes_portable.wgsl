@@ -1,0 +1,15 @@
+// Sum over each aligned group of LANES invocations through workgroup memory (a tree of
+// barriers). The result is valid in the group's lane 0.
+var<workgroup> red: array<f32, WG_THREADS>;
+
+fn lanes_sum(lid: u32, lane: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return red[lid];
+}

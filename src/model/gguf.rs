@@ -1,0 +1,355 @@
+//! GGUF files (versions 2 and 3): header, metadata, tensor infos, memory-mapped data, and the
+//! mapping of `llama` / `qwen2` metadata and tensor names to the engine's. Every count, length
+//! and offset is checked against the file before it is used, so a malformed file is an error
+//! naming it, never a panic or a huge allocation.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use memmap2::Mmap;
+
+use super::config::{Arch, ModelConfig, RopeScaling};
+use super::tensor::{DType, HostTensor, TensorSource};
+
+/// A metadata value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Meta {
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Array(Vec<Meta>),
+}
+
+impl Meta {
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Meta::UInt(v) => Some(v),
+            Meta::Int(v) if v >= 0 => Some(v as u64),
+            _ => None,
+        }
+    }
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Meta::Float(v) => Some(v),
+            Meta::UInt(v) => Some(v as f64),
+            Meta::Int(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Meta::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_array(&self) -> Option<&[Meta]> {
+        match self {
+            Meta::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+struct TensorInfo {
+    dtype: DType,
+    /// Row-major shape (GGUF's `ne` reversed): [rows, cols] for a matrix.
+    shape: Vec<usize>,
+    range: std::ops::Range<usize>,
+}
+
+pub struct Gguf {
+    pub path: PathBuf,
+    pub version: u32,
+    pub meta: HashMap<String, Meta>,
+    tensors: HashMap<String, TensorInfo>,
+    map: Mmap,
+}
+
+/// Reads little-endian values with bounds checks.
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        if n > self.b.len() - self.pos {
+            bail!("truncated: {what} needs {n} bytes at offset {} but the file has {}", self.pos, self.b.len());
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().unwrap()))
+    }
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
+    }
+    /// A count of items that each take at least `min_bytes`: more than the file could hold is
+    /// an error, not an allocation.
+    fn count(&mut self, min_bytes: usize, what: &str) -> Result<usize> {
+        let n = self.u64(what)?;
+        let room = ((self.b.len() - self.pos) / min_bytes.max(1)) as u64;
+        if n > room {
+            bail!(
+                "{what} is {n}, more than the {} bytes left in the file could hold: truncated or corrupt",
+                self.b.len() - self.pos
+            );
+        }
+        Ok(n as usize)
+    }
+    fn string(&mut self, what: &str) -> Result<String> {
+        let n = self.count(1, &format!("length of {what}"))?;
+        Ok(String::from_utf8_lossy(self.take(n, what)?).into_owned())
+    }
+    fn value(&mut self, ty: u32, what: &str, depth: u32) -> Result<Meta> {
+        Ok(match ty {
+            0 => Meta::UInt(self.take(1, what)?[0] as u64),
+            1 => Meta::Int(self.take(1, what)?[0] as i8 as i64),
+            2 => Meta::UInt(u16::from_le_bytes(self.take(2, what)?.try_into().unwrap()) as u64),
+            3 => Meta::Int(i16::from_le_bytes(self.take(2, what)?.try_into().unwrap()) as i64),
+            4 => Meta::UInt(self.u32(what)? as u64),
+            5 => Meta::Int(self.u32(what)? as i32 as i64),
+            6 => Meta::Float(f32::from_le_bytes(self.take(4, what)?.try_into().unwrap()) as f64),
+            7 => Meta::Bool(self.take(1, what)?[0] != 0),
+            8 => Meta::Str(self.string(what)?),
+            9 => {
+                if depth > 2 {
+                    bail!("{what}: arrays nested too deeply");
+                }
+                let elem = self.u32(what)?;
+                let min = match elem {
+                    0 | 1 | 7 => 1,
+                    2 | 3 => 2,
+                    4..=6 => 4,
+                    _ => 8,
+                };
+                let n = self.count(min, &format!("element count of {what}"))?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(self.value(elem, what, depth + 1)?);
+                }
+                Meta::Array(v)
+            }
+            10 => Meta::UInt(self.u64(what)?),
+            11 => Meta::Int(self.u64(what)? as i64),
+            12 => Meta::Float(f64::from_le_bytes(self.take(8, what)?.try_into().unwrap())),
+            t => bail!("{what}: unknown metadata value type {t}"),
+        })
+    }
+}
+
+impl Gguf {
+    pub fn open(path: &Path) -> Result<Gguf> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: read-only map of a file not expected to change while loaded.
+        let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        Self::parse(path, map).with_context(|| format!("{} is not a valid GGUF file", path.display()))
+    }
+
+    fn parse(path: &Path, map: Mmap) -> Result<Gguf> {
+        let mut c = Cursor { b: &map, pos: 0 };
+        if c.take(4, "magic")? != b"GGUF" {
+            bail!("bad magic (expected \"GGUF\")");
+        }
+        let version = c.u32("version")?;
+        if !(2..=3).contains(&version) {
+            bail!("GGUF version {version} is not supported (2 and 3 are)");
+        }
+        // A tensor info takes at least 24 bytes, a metadata entry at least 13.
+        let n_tensors = c.count(24, "tensor count")?;
+        let n_meta = c.count(13, "metadata count")?;
+        let mut meta = HashMap::new();
+        for _ in 0..n_meta {
+            let key = c.string("metadata key")?;
+            let ty = c.u32(&key)?;
+            let v = c.value(ty, &key, 0)?;
+            meta.insert(key, v);
+        }
+        let mut infos = Vec::with_capacity(n_tensors);
+        for _ in 0..n_tensors {
+            let name = c.string("tensor name")?;
+            let n_dims = c.u32(&name)?;
+            if n_dims == 0 || n_dims > 4 {
+                bail!("tensor {name}: {n_dims} dimensions (1 to 4 allowed)");
+            }
+            let mut ne = Vec::new();
+            for _ in 0..n_dims {
+                ne.push(c.u64(&name)?);
+            }
+            let ty = c.u32(&name)?;
+            let offset = c.u64(&name)?;
+            infos.push((name, ne, ty, offset));
+        }
+        let align = match meta.get("general.alignment") {
+            None => 32,
+            Some(m) => m
+                .as_u64()
+                .filter(|a| a.is_power_of_two() && *a <= 1 << 16)
+                .context("general.alignment must be a power of two")?,
+        } as usize;
+        let data_start = c.pos.next_multiple_of(align);
+        let mut tensors = HashMap::new();
+        for (name, ne, ty, offset) in infos {
+            let dtype = DType::from_ggml(ty).with_context(|| {
+                format!("tensor {name}: ggml type {ty} is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K are)")
+            })?;
+            let elems = ne
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .with_context(|| format!("tensor {name}: shape {ne:?} overflows"))?;
+            let bytes = usize::try_from(elems)
+                .ok()
+                .and_then(|n| dtype.bytes_for(n))
+                .filter(|_| (ne[0] as usize).is_multiple_of(dtype.block().0))
+                .with_context(|| format!("tensor {name}: shape {ne:?} is not whole {dtype:?} blocks"))?;
+            let start = data_start.checked_add(offset as usize).filter(|_| (offset as usize).is_multiple_of(align));
+            let end = start.and_then(|s| s.checked_add(bytes));
+            let (start, end) = match (start, end) {
+                (Some(s), Some(e)) if e <= map.len() => (s, e),
+                _ => bail!(
+                    "tensor {name}: data at offset {offset} ({bytes} bytes) lies past the end of the file ({} bytes)",
+                    map.len()
+                ),
+            };
+            let shape = ne.iter().rev().map(|&d| d as usize).collect();
+            tensors.insert(name, TensorInfo { dtype, shape, range: start..end });
+        }
+        Ok(Gguf { path: path.to_path_buf(), version, meta, tensors, map })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Meta> {
+        self.meta.get(key)
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Meta::as_str)
+    }
+
+    fn arch(&self) -> Result<(&str, Arch)> {
+        let name = self.str("general.architecture").context("missing metadata general.architecture")?;
+        let arch = match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            other => bail!("GGUF architecture {other:?} is not supported (llama and qwen2 are)"),
+        };
+        Ok((name, arch))
+    }
+
+    fn uint(&self, key: &str) -> Result<usize> {
+        let v = self.get(key).with_context(|| format!("missing metadata {key}"))?;
+        v.as_u64()
+            .filter(|&n| n > 0)
+            .map(|n| n as usize)
+            .with_context(|| format!("metadata {key} must be a positive integer, found {v:?}"))
+    }
+
+    fn float(&self, key: &str) -> Result<Option<f32>> {
+        self.get(key)
+            .map(|v| v.as_f64().map(|f| f as f32).with_context(|| format!("metadata {key} must be a number")))
+            .transpose()
+    }
+
+    /// The engine's configuration from `{arch}.*` metadata.
+    pub fn config(&self) -> Result<ModelConfig> {
+        let (a, arch) = self.arch()?;
+        let k = |s: &str| format!("{a}.{s}");
+        if self.tensors.contains_key("rope_freqs.weight") {
+            bail!("tensor rope_freqs.weight (scaled RoPE frequencies) is not supported yet");
+        }
+        let hidden = self.uint(&k("embedding_length"))?;
+        let heads = self.uint(&k("attention.head_count"))?;
+        let kv_heads = if self.get(&k("attention.head_count_kv")).is_some() {
+            self.uint(&k("attention.head_count_kv"))?
+        } else {
+            heads
+        };
+        let head_dim = if self.get(&k("attention.key_length")).is_some() {
+            self.uint(&k("attention.key_length"))?
+        } else {
+            hidden / heads
+        };
+        let vocab = match self.get("tokenizer.ggml.tokens").and_then(Meta::as_array) {
+            Some(t) => t.len(),
+            None => self.uint(&k("vocab_size"))?,
+        };
+        if heads % kv_heads != 0 || head_dim % 2 != 0 {
+            bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
+        }
+        let id = |key: &str| self.get(key).and_then(Meta::as_u64).map(|v| v as u32);
+        Ok(ModelConfig {
+            arch,
+            hidden,
+            layers: self.uint(&k("block_count"))?,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate: self.uint(&k("feed_forward_length"))?,
+            vocab,
+            rms_eps: self.float(&k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
+            rope_theta: self.float(&k("rope.freq_base"))?.unwrap_or(10000.0),
+            rope_scaling: RopeScaling::None,
+            tie_embeddings: !self.tensors.contains_key("output.weight"),
+            max_position: self.uint(&k("context_length")).unwrap_or(4096),
+            eos_ids: id("tokenizer.ggml.eos_token_id").into_iter().collect(),
+            bos_id: id("tokenizer.ggml.bos_token_id"),
+        })
+    }
+
+    /// Bytes of all tensor data (what the weights take in the file).
+    pub fn data_bytes(&self) -> u64 {
+        self.tensors.values().map(|t| t.range.len() as u64).sum()
+    }
+}
+
+/// The GGUF name of an engine (Hugging Face) tensor name.
+fn gguf_name(hf: &str) -> Option<String> {
+    let fixed = [
+        ("model.embed_tokens.weight", "token_embd.weight"),
+        ("model.norm.weight", "output_norm.weight"),
+        ("lm_head.weight", "output.weight"),
+    ];
+    if let Some((_, g)) = fixed.iter().find(|(h, _)| *h == hf) {
+        return Some(g.to_string());
+    }
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let parts = [
+        ("input_layernorm", "attn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ];
+    let (module, kind) = part.rsplit_once('.')?;
+    let (_, g) = parts.iter().find(|(h, _)| *h == module)?;
+    Some(format!("blk.{layer}.{g}.{kind}"))
+}
+
+impl TensorSource for Gguf {
+    fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>> {
+        let Some(g) = gguf_name(name) else { return Ok(None) };
+        Ok(self.tensors.get(&g).map(|t| HostTensor {
+            name: g.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            bytes: &self.map[t.range.clone()],
+            origin: self.path.display().to_string(),
+        }))
+    }
+
+    /// llama.cpp's converter stores the q and k rows of `llama` models with each RoPE pair
+    /// adjacent, which is the order the engine uses.
+    fn qk_rows_pair_adjacent(&self) -> bool {
+        self.str("general.architecture") == Some("llama")
+    }
+}

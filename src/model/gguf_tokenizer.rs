@@ -1,0 +1,95 @@
+//! A `tokenizers` tokenizer built from GGUF `tokenizer.ggml.*` metadata (gpt2-style byte-level
+//! BPE), by writing the tokenizer.json that describes it. The pre-tokenizer follows
+//! `tokenizer.ggml.pre` as llama.cpp reads it.
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::gguf::{Gguf, Meta};
+
+/// Qwen2's split pattern (also in its tokenizer.json).
+const QWEN2_PATTERN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Llama 3's: like Qwen2's, with numbers in groups of up to three digits.
+const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+fn byte_level(use_regex: bool) -> Value {
+    json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
+}
+
+fn split_then_bytes(pattern: &str) -> Value {
+    json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+        byte_level(false),
+    ]})
+}
+
+/// (pre-tokenizer, normalizer) for a `tokenizer.ggml.pre` value.
+fn pre_tokenizer(pre: &str) -> Result<(Value, Value)> {
+    Ok(match pre {
+        "default" | "gpt2" | "gpt-2" => (byte_level(true), Value::Null),
+        // SmolLM: every digit on its own, then GPT-2's split.
+        "smollm" | "starcoder" => (
+            json!({"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": true}, byte_level(true)]}),
+            Value::Null,
+        ),
+        "qwen2" => (split_then_bytes(QWEN2_PATTERN), json!({"type": "NFC"})),
+        "llama3" | "llama-bpe" | "smaug-bpe" => (split_then_bytes(LLAMA3_PATTERN), Value::Null),
+        other => bail!("tokenizer.ggml.pre {other:?} is not supported (gpt2, smollm, qwen2, llama-bpe are)"),
+    })
+}
+
+fn strings<'a>(g: &'a Gguf, key: &str) -> Result<Vec<&'a str>> {
+    let arr = g.get(key).and_then(Meta::as_array).with_context(|| format!("missing metadata {key}"))?;
+    arr.iter().map(|m| m.as_str().with_context(|| format!("metadata {key} must hold strings"))).collect()
+}
+
+/// The tokenizer, plus the texts of the BOS and EOS tokens.
+pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
+    match g.str("tokenizer.ggml.model") {
+        Some("gpt2") => {}
+        other => bail!("tokenizer.ggml.model {other:?} is not supported (gpt2 byte-level BPE is)"),
+    }
+    let tokens = strings(g, "tokenizer.ggml.tokens")?;
+    let merges = strings(g, "tokenizer.ggml.merges")?;
+    let types: Vec<i64> = match g.get("tokenizer.ggml.token_type").and_then(Meta::as_array) {
+        Some(a) => a.iter().map(|m| m.as_f64().unwrap_or(1.0) as i64).collect(),
+        None => vec![1; tokens.len()],
+    };
+    let vocab: serde_json::Map<String, Value> =
+        tokens.iter().enumerate().map(|(i, t)| (t.to_string(), json!(i))).collect();
+    // Control (3) and user-defined (4) tokens match as whole strings, before BPE.
+    let added: Vec<Value> = tokens
+        .iter()
+        .zip(&types)
+        .enumerate()
+        .filter(|(_, (_, &ty))| ty == 3 || ty == 4)
+        .map(|(i, (t, &ty))| {
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": ty == 4, "special": ty == 3})
+        })
+        .collect();
+    let (pre, normalizer) = pre_tokenizer(g.str("tokenizer.ggml.pre").unwrap_or("default"))?;
+    let spec = json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre,
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges},
+    });
+    let tok: tokenizers::Tokenizer =
+        spec.to_string().parse().map_err(|e| anyhow!("cannot build a tokenizer from the GGUF metadata: {e}"))?;
+    let text = |key: &str| {
+        g.get(key)
+            .and_then(Meta::as_u64)
+            .and_then(|i| tokens.get(i as usize))
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    };
+    Ok((tok, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id")))
+}

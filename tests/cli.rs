@@ -1,0 +1,69 @@
+//! The `wginfer` binary as a user runs it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn wginfer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wginfer"))
+}
+
+#[test]
+fn info_lists_adapters_and_limits() {
+    let out = wginfer().arg("info").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for key in ["adapters:", "[0]", "backend:", "driver:", "features:", "max_storage_binding="] {
+        assert!(text.contains(key), "{key} in {text}");
+    }
+    let out = wginfer().args(["info", "--model", fixture("qwen2-bf16").to_str().unwrap()]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Qwen2"));
+}
+
+#[test]
+fn same_seed_same_text() {
+    let run = |seed: &str| {
+        let model = fixture("llama-f32");
+        let args = ["generate", "--model", model.to_str().unwrap(), "--prompt", "Hello", "--max-tokens", "12"];
+        let out = wginfer().args(args).args(["--temperature", "1.0", "--seed", seed, "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ids"].clone()
+    };
+    assert_eq!(run("11"), run("11"));
+    assert_ne!(run("11"), run("12"));
+}
+
+#[test]
+fn chat_loop_answers_and_keeps_going_after_an_error() {
+    let mut child = wginfer()
+        .args(["chat", "--model", fixture("qwen2-f32").to_str().unwrap(), "--max-tokens", "5", "--context", "64"])
+        .args(["--temperature", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The second turn overflows the 64-position context: an error, then the chat goes on.
+    let long = "word ".repeat(80);
+    write!(child.stdin.as_mut().unwrap(), "hello\n{long}\n/reset\nhi again\n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("error: ") && stderr.contains("context of 64"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2, "two answers");
+}
+
+#[test]
+fn profile_prints_a_breakdown() {
+    let model = fixture("llama-f32");
+    let args = ["generate", "--model", model.to_str().unwrap(), "--prompt-ids", "1,2,3"];
+    let out = wginfer().args(args).args(["--max-tokens", "2", "--temperature", "0", "--profile"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("qkv_rope") || err.contains("cannot write timestamps"), "{err}");
+}
