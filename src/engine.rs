@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 
 use crate::gpu::{Gpu, GpuOptions};
 use crate::model::forward::{Forward, ForwardOptions, Readback, StepOutput};
+use crate::ops::sample::SampleParams;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::TextTokenizer;
 
@@ -116,10 +117,15 @@ impl Engine {
     /// returns false to stop.
     pub fn generate(&mut self, req: &Request, mut on_token: impl FnMut(u32) -> bool) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
-        let readback = if req.sampling.is_greedy() { Readback::Argmax } else { Readback::Logits };
+        // Greedy and plain sampling run on the GPU; a repetition penalty needs the logits here.
+        let readback = |step: u32| match &req.sampling {
+            p if p.is_greedy() => Readback::Argmax,
+            p if p.repetition_penalty == 1.0 => Readback::Sample(SampleParams::new(p, step)),
+            _ => Readback::Logits,
+        };
         let eos = self.eos_ids();
         let t0 = Instant::now();
-        let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback)?;
+        let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback(0))?;
         let ttft = t0.elapsed().as_secs_f64();
         let mut seen = req.prompt_ids.clone();
         let mut ids = Vec::new();
@@ -130,7 +136,7 @@ impl Engine {
             }
             let next = match out.logits.as_mut() {
                 Some(l) => sampler.sample(l, &seen),
-                None => out.argmax,
+                None => out.id,
             };
             ids.push(next);
             seen.push(next);
@@ -146,7 +152,7 @@ impl Engine {
             if self.forward.kv.place(1).is_err() {
                 break Finish::ContextFull;
             }
-            out = self.forward.step(&self.gpu, &[next], readback)?;
+            out = self.forward.step(&self.gpu, &[next], readback(ids.len() as u32))?;
             self.cached.push(next);
         };
         let decode_s = t_decode.elapsed().as_secs_f64();

@@ -67,3 +67,19 @@ fn profile_prints_a_breakdown() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("qkv_rope") || err.contains("cannot write timestamps"), "{err}");
 }
+
+#[test]
+fn bench_kernels_reports_every_weight_type() {
+    let out = wginfer().args(["bench", "kernels", "--quick", "--reps", "3", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("cannot write timestamps") {
+        return; // an adapter without in-pass timestamps has nothing to measure with
+    }
+    assert!(out.status.success(), "{err}");
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // The 512-column shape is whole blocks of every type.
+    let types: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(types.len(), 8, "{types:?}");
+    assert!(rows.iter().all(|r| r["median_us"].as_f64().unwrap() > 0.0 && r["gb_s"].as_f64().unwrap() > 0.0));
+}

@@ -5,7 +5,9 @@ use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
 use wginfer::ops::linear::{sources, LinearConfig};
 use wginfer::ops::qkv_rope::HeadShape;
-use wginfer::ops::{argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, WeightType};
+use wginfer::ops::{
+    argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, sample, WeightType,
+};
 
 fn validate(label: &str, src: &str) {
     let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(src)));
@@ -39,6 +41,7 @@ fn every_kernel_variant_validates() {
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
     validate("argmax", &argmax::source(151936));
+    validate("sample", &sample::source(151936));
     validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD));
     validate("attention_flash", &attention_flash::source(&heads));
 }

@@ -1,5 +1,6 @@
 //! Subcommands of the `wginfer` binary.
 
+mod bench;
 mod chat;
 mod generate;
 mod info;
@@ -33,6 +34,8 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Print the GPU adapters, the chosen one's features and limits, and optionally a model.
     Info(info::InfoArgs),
+    /// Measure kernels on this adapter (GPU timestamps).
+    Bench(bench::BenchArgs),
 }
 
 /// Options shared by everything that loads a model.
@@ -125,6 +128,7 @@ pub fn run() -> Result<()> {
         Command::Generate(a) => generate::run(&a),
         Command::Chat(a) => chat::run(&a),
         Command::Info(a) => info::run(&a),
+        Command::Bench(a) => bench::run(&a),
     }
 }
 

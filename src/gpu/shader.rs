@@ -29,6 +29,7 @@ const FILES: &[(&str, &str)] = &[
     ("attention_plain", include_str!("../../shaders/attention_plain.wgsl")),
     ("attention_flash", include_str!("../../shaders/attention_flash.wgsl")),
     ("argmax", include_str!("../../shaders/argmax.wgsl")),
+    ("sample", include_str!("../../shaders/sample.wgsl")),
 ];
 
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).

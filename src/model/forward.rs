@@ -20,6 +20,7 @@ use crate::ops::linear::LinearConfig;
 use crate::ops::matmul::Matmul;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
 use crate::ops::rmsnorm::RmsNorm;
+use crate::ops::sample::{Sample, SampleParams};
 use crate::ops::swiglu::SwiGlu;
 use crate::ops::Step;
 
@@ -52,17 +53,20 @@ impl Default for ForwardOptions {
     }
 }
 
-/// What a step should bring back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a step picks its token, and what it brings back.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Readback {
     /// The argmax id only (4 bytes).
     Argmax,
-    /// The argmax id and the last row's logits.
+    /// An id sampled on the GPU (4 bytes).
+    Sample(SampleParams),
+    /// The argmax id and the last row's logits (for sampling on the CPU).
     Logits,
 }
 
 pub struct StepOutput {
-    pub argmax: u32,
+    /// The argmax id, or the GPU-sampled id with `Readback::Sample`.
+    pub id: u32,
     pub logits: Option<Vec<f32>>,
 }
 
@@ -91,6 +95,7 @@ pub struct Forward {
     final_norm: RmsNorm,
     lm_head: Matmul,
     argmax: Argmax,
+    sample: Sample,
     max_rows: u32,
     profiler: Option<Profiler>,
     /// GPU time of each dispatch of the last profiled submit.
@@ -159,6 +164,7 @@ impl Forward {
             final_norm: RmsNorm::new(gpu, d as u32, eps, true, &step, &x, &weights.final_norm, &xn)?,
             lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, false)?,
             argmax: Argmax::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
+            sample: Sample::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
             layers,
             cfg,
             weights,
@@ -195,17 +201,17 @@ impl Forward {
         for (i, chunk) in chunks.iter().enumerate() {
             self.submit_chunk(gpu, chunk, i + 1 == chunks.len(), readback)?;
         }
-        let argmax = u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
+        let id = u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
         let logits = match readback {
             Readback::Logits => {
                 Some(bytemuck::cast_slice(&gpu.map_read(&self.logits_staging, self.cfg.vocab as u64 * 4)?).to_vec())
             }
-            Readback::Argmax => None,
+            Readback::Argmax | Readback::Sample(_) => None,
         };
         if let Some(p) = &self.profiler {
             self.timings = p.read(gpu)?;
         }
-        Ok(StepOutput { argmax, logits })
+        Ok(StepOutput { id, logits })
     }
 
     fn submit_chunk(&mut self, gpu: &Gpu, ids: &[u32], last: bool, readback: Readback) -> Result<()> {
@@ -252,8 +258,14 @@ impl Forward {
                 self.final_norm.record(&mut pass, n);
                 mark(&mut pass, None, Part::Other, "matmul");
                 self.lm_head.record(&mut pass, 1);
-                mark(&mut pass, None, Part::Other, "argmax");
-                self.argmax.record(&mut pass);
+                if let Readback::Sample(p) = readback {
+                    self.sample.set(gpu, &p);
+                    mark(&mut pass, None, Part::Other, "sample");
+                    self.sample.record(&mut pass);
+                } else {
+                    mark(&mut pass, None, Part::Other, "argmax");
+                    self.argmax.record(&mut pass);
+                }
             }
             if let Some(p) = prof {
                 p.finish(&mut pass);

@@ -10,6 +10,7 @@ pub mod linear;
 pub mod matmul;
 pub mod qkv_rope;
 pub mod rmsnorm;
+pub mod sample;
 pub mod swiglu;
 pub mod weight;
 

@@ -8,4 +8,5 @@ mod embedding;
 mod matmul;
 mod qkv_rope;
 mod rmsnorm;
+mod sample;
 mod swiglu;

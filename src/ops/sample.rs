@@ -1,0 +1,63 @@
+//! `shaders/sample.wgsl`: temperature / top-k / top-p sampling on the GPU.
+
+use anyhow::Result;
+
+use crate::gpu::shader::{assemble, Defs};
+use crate::gpu::{Bound, Gpu, Kernel};
+use crate::sampling::SamplingParams;
+
+const WG_THREADS: u32 = 256;
+
+pub fn source(vocab: u32) -> String {
+    assemble("sample", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &["lib/reduce"])
+}
+
+/// The kernel's uniform (`Params` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SampleParams {
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: u32,
+    pub seed_lo: u32,
+    pub seed_hi: u32,
+    pub counter: u32,
+    pub pad: [u32; 2],
+}
+
+impl SampleParams {
+    /// The draw for step `counter` of a generation with `p`.
+    pub fn new(p: &SamplingParams, counter: u32) -> SampleParams {
+        SampleParams {
+            temperature: p.temperature,
+            top_p: p.top_p,
+            top_k: p.top_k.min(u32::MAX as usize) as u32,
+            seed_lo: p.seed as u32,
+            seed_hi: (p.seed >> 32) as u32,
+            counter,
+            pad: [0; 2],
+        }
+    }
+}
+
+pub struct Sample {
+    bound: Bound,
+    params: wgpu::Buffer,
+}
+
+impl Sample {
+    pub fn new(gpu: &Gpu, vocab: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Sample> {
+        let params = gpu.buffer("sample_params", 32, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST)?;
+        let bound = Kernel::get(gpu, "sample", source(vocab))?.bind(gpu, &[&params, logits, out]);
+        Ok(Sample { bound, params })
+    }
+
+    /// Sets the next draw's parameters (before the submit that records it).
+    pub fn set(&self, gpu: &Gpu, p: &SampleParams) {
+        gpu.queue.write_buffer(&self.params, 0, bytemuck::bytes_of(p));
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.bound.record(pass, [1, 1, 1]);
+    }
+}
