@@ -11,4 +11,5 @@ pub mod kv;
 pub mod model;
 pub mod ops;
 pub mod sampling;
+pub mod sched;
 pub mod tokenizer;
