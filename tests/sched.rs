@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 
 use support::fixture;
-use wginfer::engine::{EngineOptions, Finish};
+use wginfer::engine::Finish;
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{Command, Event, GenRequest, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
@@ -22,7 +22,7 @@ fn request(id: u64, priority: Priority, max_tokens: usize) -> GenRequest {
 
 fn loaded_worker() -> Worker {
     let w = Worker::spawn();
-    w.send(Command::Load(fixture("qwen2-f32"), Box::new(EngineOptions::default())));
+    w.send(Command::Load(fixture("qwen2-f32"), Box::default()));
     loop {
         match w.events.recv_timeout(Duration::from_secs(120)).expect("load event") {
             Event::Loaded { .. } => return w,
@@ -102,7 +102,7 @@ fn cancel_stops_a_running_request() {
 #[test]
 fn a_failed_load_keeps_the_old_model() {
     let w = loaded_worker();
-    w.send(Command::Load("/nonexistent/model".into(), Box::new(EngineOptions::default())));
+    w.send(Command::Load("/nonexistent/model".into(), Box::default()));
     loop {
         if let Event::LoadFailed { error, .. } = w.events.recv_timeout(Duration::from_secs(60)).unwrap() {
             assert!(error.contains("/nonexistent/model"));
