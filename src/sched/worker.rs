@@ -85,6 +85,11 @@ pub struct Worker {
 
 impl Worker {
     pub fn spawn() -> Worker {
+        Self::spawn_with_waker(|| {})
+    }
+
+    /// Like `spawn`; `wake` runs after every event (a UI asks for a repaint there).
+    pub fn spawn_with_waker(wake: impl Fn() + Send + 'static) -> Worker {
         let (tx, commands) = channel();
         let (events_tx, events) = channel();
         let thread = std::thread::Builder::new()
@@ -93,6 +98,7 @@ impl Worker {
                 EngineThread {
                     commands,
                     events: events_tx,
+                    wake: Box::new(wake),
                     engine: None,
                     waiting: VecDeque::new(),
                     deferred: Vec::new(),
@@ -127,6 +133,7 @@ struct Waiting {
 struct EngineThread {
     commands: Receiver<Command>,
     events: Sender<Event>,
+    wake: Box<dyn Fn() + Send>,
     engine: Option<Engine>,
     waiting: VecDeque<Waiting>,
     /// Model loads that arrived during a generation, applied after it.
@@ -167,6 +174,7 @@ impl EngineThread {
 
     fn emit(&self, e: Event) {
         let _ = self.events.send(e);
+        (self.wake)();
     }
 
     /// Applies a command; returns (what it means for `running`, keep going).
@@ -267,7 +275,7 @@ impl EngineThread {
             let r = engine.generate(&req, |token| {
                 generated.push(token);
                 if let Ok(Some(text)) = stream.push(&tok, token) {
-                    let _ = self.events.send(Event::Token { id: w.req.id, text });
+                    self.emit(Event::Token { id: w.req.id, text });
                 }
                 loop {
                     match self.commands.try_recv() {

@@ -1,0 +1,270 @@
+//! Console state: chat, controls, the engine thread's events, and the histories the panels plot.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use eframe::egui;
+use wginfer::engine::EngineOptions;
+use wginfer::gpu::profiler::Timing;
+use wginfer::model::forward::ForwardOptions;
+use wginfer::sampling::SamplingParams;
+use wginfer::sched::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
+use wginfer::tokenizer::Message;
+
+/// Where `make model` puts the default model.
+const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Prompts the "background load" control sends.
+const BACKGROUND_PROMPTS: [&str; 4] = [
+    "Summarize the history of the printing press.",
+    "List ten uses for a paperclip.",
+    "Explain how a refrigerator works.",
+    "Write a short poem about autumn.",
+];
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub model: Option<PathBuf>,
+    pub prompt: Option<String>,
+    pub screenshot: Option<PathBuf>,
+    pub exit_after_frames: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub text: String,
+}
+
+pub struct ConsoleApp {
+    worker: Worker,
+    pub model_path: String,
+    /// Description of the model in use.
+    pub model: Option<String>,
+    pub loading: Option<PathBuf>,
+    pub load_error: Option<String>,
+    pub system: String,
+    pub input: String,
+    pub messages: Vec<ChatMessage>,
+    pub sampling: SamplingParams,
+    pub max_tokens: usize,
+    pub background_count: usize,
+    /// The chat request in flight.
+    pub active: Option<u64>,
+    next_id: u64,
+    pub error: Option<String>,
+    pub metrics: Metrics,
+    /// The last non-empty per-dispatch timings.
+    pub timings: Vec<Timing>,
+    /// (seconds, waiting, running)
+    pub queue_history: Vec<[f64; 3]>,
+    /// Finished requests: (seconds, stats).
+    pub finished: Vec<(f64, RequestStats)>,
+    started: Instant,
+    pub frames: u64,
+    /// Time spent building the last frame, and between the last two frames (ms).
+    pub frame_build_ms: f64,
+    pub frame_interval_ms: f64,
+    last_frame: Option<Instant>,
+    opts: Options,
+}
+
+impl ConsoleApp {
+    pub fn new(ctx: &egui::Context, opts: Options) -> ConsoleApp {
+        let worker = Worker::spawn_with_waker({
+            let ctx = ctx.clone();
+            move || ctx.request_repaint()
+        });
+        let default = PathBuf::from(DEFAULT_MODEL);
+        let model = opts.model.clone().or_else(|| default.exists().then_some(default));
+        let mut app = ConsoleApp {
+            worker,
+            model_path: model.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            model: None,
+            loading: None,
+            load_error: None,
+            system: String::new(),
+            input: String::new(),
+            messages: Vec::new(),
+            sampling: SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.95, seed: 0, ..Default::default() },
+            max_tokens: 256,
+            background_count: 4,
+            active: None,
+            next_id: 1,
+            error: None,
+            metrics: Metrics::default(),
+            timings: Vec::new(),
+            queue_history: Vec::new(),
+            finished: Vec::new(),
+            started: Instant::now(),
+            frames: 0,
+            frame_build_ms: 0.0,
+            frame_interval_ms: 0.0,
+            last_frame: None,
+            opts,
+        };
+        if model.is_some() {
+            app.load();
+        }
+        if let Some(p) = app.opts.prompt.clone() {
+            app.input = p;
+            app.send();
+        }
+        app
+    }
+
+    /// Loads the model at `model_path`; the current one keeps serving if this fails.
+    pub fn load(&mut self) {
+        let path = PathBuf::from(self.model_path.trim());
+        let opts =
+            EngineOptions { forward: ForwardOptions { profile: true, ..Default::default() }, ..Default::default() };
+        self.load_error = None;
+        self.loading = Some(path.clone());
+        self.worker.send(Command::Load(path, Box::new(opts)));
+    }
+
+    fn chat_messages(&self) -> Vec<Message> {
+        let system = (!self.system.trim().is_empty()).then(|| Message::new("system", &self.system));
+        system.into_iter().chain(self.messages.iter().map(|m| Message::new(&m.role, &m.text))).collect()
+    }
+
+    fn submit(&mut self, messages: Vec<Message>, priority: Priority) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let req = GenRequest { id, messages, sampling: self.sampling.clone(), max_tokens: self.max_tokens, priority };
+        self.worker.send(Command::Submit(req));
+        id
+    }
+
+    /// Sends the input as the next user message.
+    pub fn send(&mut self) {
+        let text = self.input.trim().to_string();
+        if text.is_empty() || self.active.is_some() {
+            return;
+        }
+        self.input.clear();
+        self.error = None;
+        self.messages.push(ChatMessage { role: "user".into(), text });
+        let id = self.submit(self.chat_messages(), Priority::Interactive);
+        self.messages.push(ChatMessage { role: "assistant".into(), text: String::new() });
+        self.active = Some(id);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(id) = self.active {
+            self.worker.send(Command::Cancel(id));
+        }
+    }
+
+    pub fn new_chat(&mut self) {
+        self.stop();
+        self.active = None;
+        self.messages.clear();
+    }
+
+    /// Queues `background_count` low-priority requests.
+    pub fn submit_background(&mut self) {
+        for i in 0..self.background_count {
+            let prompt = BACKGROUND_PROMPTS[i % BACKGROUND_PROMPTS.len()];
+            self.submit(vec![Message::new("user", prompt)], Priority::Background);
+        }
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Applies everything the engine thread has said since the last frame.
+    pub fn poll(&mut self) {
+        while let Ok(e) = self.worker.events.try_recv() {
+            match e {
+                Event::Loading(p) => self.loading = Some(p),
+                Event::Loaded { description, .. } => {
+                    self.loading = None;
+                    self.model = Some(description);
+                }
+                Event::LoadFailed { error, .. } => {
+                    self.loading = None;
+                    self.load_error = Some(error);
+                }
+                Event::Started { .. } => {}
+                Event::Token { id, text } => {
+                    if Some(id) == self.active {
+                        if let Some(m) = self.messages.last_mut() {
+                            m.text.push_str(&text);
+                        }
+                    }
+                }
+                Event::Finished(s) => {
+                    if Some(s.id) == self.active {
+                        self.active = None;
+                    }
+                    self.finished.push((self.seconds(), s));
+                }
+                Event::Failed { id, error } => {
+                    if Some(id) == self.active {
+                        self.active = None;
+                        self.messages.pop();
+                        self.error = Some(error);
+                    }
+                }
+                Event::Metrics(m) => {
+                    if !m.timings.is_empty() {
+                        self.timings = m.timings.clone();
+                    }
+                    self.queue_history.push([self.seconds(), m.waiting as f64, m.running as f64]);
+                    self.metrics = m;
+                }
+            }
+        }
+    }
+
+    /// One frame: read events, draw, and (headless) count frames and take the screenshot.
+    pub fn ui(&mut self, ui: &mut egui::Ui) {
+        let t0 = Instant::now();
+        if let Some(prev) = self.last_frame {
+            self.frame_interval_ms = t0.duration_since(prev).as_secs_f64() * 1e3;
+        }
+        self.last_frame = Some(t0);
+        self.poll();
+        super::panels::draw(self, ui);
+        self.frames += 1;
+        if self.active.is_some() || self.loading.is_some() || self.opts.exit_after_frames.is_some() {
+            ui.ctx().request_repaint();
+        }
+        if let Some(n) = self.opts.exit_after_frames {
+            self.headless_exit(ui.ctx(), n);
+        }
+        self.frame_build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    }
+
+    fn headless_exit(&mut self, ctx: &egui::Context, n: u64) {
+        if self.frames == n {
+            match self.opts.screenshot.clone() {
+                Some(path) => {
+                    let ctx2 = ctx.clone();
+                    ctx.request_screenshot(move |image| {
+                        if let Err(e) = save_png(&path, &image) {
+                            eprintln!("error: saving {}: {e:#}", path.display());
+                        }
+                        ctx2.send_viewport_cmd(egui::ViewportCommand::Close);
+                    });
+                }
+                None => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
+            }
+        }
+    }
+}
+
+fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<()> {
+    let [w, h] = image.size;
+    let rgba: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();
+    image::save_buffer(path, &rgba, w as u32, h as u32, image::ExtendedColorType::Rgba8)?;
+    Ok(())
+}
+
+impl eframe::App for ConsoleApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        ConsoleApp::ui(self, ui);
+    }
+}
