@@ -1,7 +1,8 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint vulkan model build
+.PHONY: run test lint vulkan xvfb model build console
 
 PROMPT ?= What is the capital of France?
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL := assets/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 vulkan:
@@ -22,7 +23,15 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --workspace -- -D warnings
 
+# Xvfb, for the console's headless window test.
+xvfb:
+	command -v xvfb-run >/dev/null || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq xvfb xauth >/dev/null)
+
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
-test: vulkan model lint
+test: vulkan xvfb model lint
 	cargo test --workspace
+
+# The desktop console (opens the default model when present).
+console: vulkan model
+	cargo run --release -p wginfer-console

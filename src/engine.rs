@@ -116,6 +116,15 @@ impl Engine {
     /// Generates up to `req.max_tokens` ids; `on_token` sees each id as it is chosen and
     /// returns false to stop.
     pub fn generate(&mut self, req: &Request, mut on_token: impl FnMut(u32) -> bool) -> Result<Generation> {
+        self.generate_observed(req, |id, _| on_token(id))
+    }
+
+    /// `generate`, with the forward pass (KV use, GPU timings of the step) shown to `on_token`.
+    pub fn generate_observed(
+        &mut self,
+        req: &Request,
+        mut on_token: impl FnMut(u32, &Forward) -> bool,
+    ) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
         // Greedy and plain sampling run on the GPU; a repetition penalty needs the logits here.
         let readback = |step: u32| match &req.sampling {
@@ -140,7 +149,7 @@ impl Engine {
             };
             ids.push(next);
             seen.push(next);
-            if !on_token(next) {
+            if !on_token(next, &self.forward) {
                 break Finish::Stopped;
             }
             if req.stop_at_eos && eos.contains(&next) {

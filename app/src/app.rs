@@ -26,6 +26,7 @@ const BACKGROUND_PROMPTS: [&str; 4] = [
 pub struct Options {
     pub model: Option<PathBuf>,
     pub prompt: Option<String>,
+    pub background: usize,
     pub screenshot: Option<PathBuf>,
     pub exit_after_frames: Option<u64>,
 }
@@ -109,6 +110,10 @@ impl ConsoleApp {
         if let Some(p) = app.opts.prompt.clone() {
             app.input = p;
             app.send();
+        }
+        if app.opts.background > 0 {
+            app.background_count = app.opts.background;
+            app.submit_background();
         }
         app
     }

@@ -16,6 +16,9 @@ struct Args {
     /// Send this prompt once the model is loaded.
     #[arg(long)]
     prompt: Option<String>,
+    /// Queue this many low-priority requests at start (as the "background load" control does).
+    #[arg(long, default_value_t = 0)]
+    background: usize,
     /// Save the last rendered frame here (PNG), then exit.
     #[arg(long, requires = "exit_after_frames")]
     screenshot: Option<PathBuf>,
@@ -26,8 +29,13 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let opts =
-        Options { model: a.model, prompt: a.prompt, screenshot: a.screenshot, exit_after_frames: a.exit_after_frames };
+    let opts = Options {
+        model: a.model,
+        prompt: a.prompt,
+        background: a.background,
+        screenshot: a.screenshot,
+        exit_after_frames: a.exit_after_frames,
+    };
     let native = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1400.0, 900.0])

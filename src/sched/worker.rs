@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 
 use crate::engine::{Engine, EngineOptions, Finish, Request};
 use crate::gpu::profiler::Timing;
+use crate::model::forward::Forward;
 use crate::ops::attention::AttnKind;
 use crate::sampling::SamplingParams;
 use crate::tokenizer::{Message, StreamDecoder};
@@ -217,15 +218,19 @@ impl EngineThread {
     }
 
     fn send_metrics(&self, running: usize) {
+        self.emit(Event::Metrics(self.metrics(self.engine.as_ref().map(|e| &e.forward), running)));
+    }
+
+    fn metrics(&self, forward: Option<&Forward>, running: usize) -> Metrics {
         let mut m = Metrics { waiting: self.waiting.len(), running, ..Default::default() };
-        if let Some(e) = &self.engine {
-            m.kv_used = e.forward.kv.used();
-            m.kv_slots = e.forward.kv.slots;
-            m.timings = e.forward.timings.clone();
-            m.attention = Some(e.forward.last_attention);
-            m.timestamps = e.forward.profiling();
+        if let Some(f) = forward {
+            m.kv_used = f.kv.used();
+            m.kv_slots = f.kv.slots;
+            m.timings = f.timings.clone();
+            m.attention = Some(f.last_attention);
+            m.timestamps = f.profiling();
         }
-        self.emit(Event::Metrics(m));
+        m
     }
 
     /// Runs the most urgent waiting request; false when the thread should end.
@@ -272,11 +277,12 @@ impl EngineThread {
         let mut engine = self.engine.take().expect("checked above");
         let result = {
             let tok = engine.tokenizer.take().expect("checked above");
-            let r = engine.generate(&req, |token| {
+            let r = engine.generate_observed(&req, |token, forward| {
                 generated.push(token);
                 if let Ok(Some(text)) = stream.push(&tok, token) {
                     self.emit(Event::Token { id: w.req.id, text });
                 }
+                self.emit(Event::Metrics(self.metrics(Some(forward), 1)));
                 loop {
                     match self.commands.try_recv() {
                         Ok(c) => {
@@ -324,7 +330,7 @@ impl EngineThread {
 fn describe(e: &Engine) -> String {
     let c = &e.forward.cfg;
     format!(
-        "{:?}, {} layers, hidden {}, vocab {}, {:.0} MiB of weights on {}",
+        "{:?}, {} layers, hidden {}, vocab {}, {:.1} MiB of weights on {}",
         c.arch,
         c.layers,
         c.hidden,
