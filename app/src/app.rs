@@ -175,6 +175,16 @@ impl ConsoleApp {
         }
     }
 
+    /// Adds a queue sample as a staircase: points only where the depth changes.
+    fn record_queue(&mut self, waiting: f64, running: f64) {
+        let t = self.seconds();
+        match self.queue_history.last().copied() {
+            Some([_, w, r]) if w == waiting && r == running => {}
+            Some([_, w, r]) => self.queue_history.extend([[t, w, r], [t, waiting, running]]),
+            None => self.queue_history.push([t, waiting, running]),
+        }
+    }
+
     pub fn seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
@@ -217,7 +227,7 @@ impl ConsoleApp {
                     if !m.timings.is_empty() {
                         self.timings = m.timings.clone();
                     }
-                    self.queue_history.push([self.seconds(), m.waiting as f64, m.running as f64]);
+                    self.record_queue(m.waiting as f64, m.running as f64);
                     self.metrics = m;
                 }
             }
