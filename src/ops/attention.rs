@@ -73,8 +73,14 @@ impl Attention {
             h.n_heads,
             h.n_kv_heads
         );
-        // The plain kernel keeps `threshold` scores, the query and a reduction row on chip.
-        let wg_bytes = 4 * (threshold + h.head_dim + super::attention_plain::WG_THREADS);
+        let wg = super::attention_plain::WG_THREADS;
+        anyhow::ensure!(
+            h.head_dim <= wg,
+            "head_dim {} is larger than the {wg} the attention kernels support",
+            h.head_dim
+        );
+        // The plain kernel keeps `threshold` scores, the query and two rows of partial sums on chip.
+        let wg_bytes = 4 * (threshold + h.head_dim + 2 * wg);
         anyhow::ensure!(
             wg_bytes <= gpu.caps.max_workgroup_storage,
             "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",

@@ -7,10 +7,10 @@ use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Gpu, Kernel};
 
-pub const WG_THREADS: u32 = 64;
+pub const WG_THREADS: u32 = 256;
 
 pub fn source(h: &HeadShape) -> String {
-    assemble("attention_flash", &head_defs(h, WG_THREADS).u32("DPT", h.head_dim.div_ceil(WG_THREADS)), &["lib/reduce"])
+    assemble("attention_flash", &head_defs(h, WG_THREADS), &["lib/reduce"])
 }
 
 pub struct AttentionFlash(Bound);

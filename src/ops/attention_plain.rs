@@ -7,7 +7,7 @@ use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Gpu, Kernel};
 
-pub const WG_THREADS: u32 = 64;
+pub const WG_THREADS: u32 = 256;
 
 /// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
 pub fn source(h: &HeadShape, max_len: u32) -> String {
