@@ -70,7 +70,12 @@ impl Engine {
             let tok = if path.join("tokenizer.json").exists() { Some(TextTokenizer::from_hf_dir(path)?) } else { None };
             (crate::model::load_hf_dir(&gpu, path, &opts.forward)?, tok)
         };
-        Ok(Engine { gpu, forward, tokenizer, model_path: path.to_path_buf(), cached: Vec::new() })
+        Ok(Engine::new(gpu, forward, tokenizer, path))
+    }
+
+    /// An engine around an already built forward pass (benchmarks build synthetic ones).
+    pub fn new(gpu: Gpu, forward: Forward, tokenizer: Option<TextTokenizer>, path: &Path) -> Engine {
+        Engine { gpu, forward, tokenizer, model_path: path.to_path_buf(), cached: Vec::new() }
     }
 
     /// Ids that end generation: the tokenizer's and generation config's, else config.json's.

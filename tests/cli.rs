@@ -83,3 +83,18 @@ fn bench_kernels_reports_every_weight_type() {
     assert_eq!(types.len(), 8, "{types:?}");
     assert!(rows.iter().all(|r| r["median_us"].as_f64().unwrap() > 0.0 && r["gb_s"].as_f64().unwrap() > 0.0));
 }
+
+#[test]
+fn bench_e2e_reports_speeds_and_launches() {
+    let model = fixture("llama-f32");
+    let args =
+        ["bench", "e2e", "--model", model.to_str().unwrap(), "--prefill", "8,20", "--decode", "4", "--runs", "1"];
+    let out = wginfer().args(args).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["prefill_tok_s"]["8"].as_f64().unwrap() > 0.0 && v["prefill_tok_s"]["20"].as_f64().unwrap() > 0.0);
+    assert!(v["decode_tok_s"].as_f64().unwrap() > 0.0);
+    // embedding + 7 per layer (2 layers) + final norm, LM head, argmax
+    assert_eq!(v["dispatches_per_decode_step"], 18);
+    assert_eq!(v["submits_per_decode_step"], 1);
+}

@@ -7,11 +7,17 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::engine::{Engine, EngineOptions, Request};
 use crate::gpu::profiler::{Part, Profiler, Span};
 use crate::gpu::{Gpu, GpuOptions};
+use crate::model::forward::{Forward, ForwardOptions};
+use crate::model::loader::load_weights;
+use crate::model::synthetic;
+use crate::model::tensor::DType;
 use crate::ops::linear::LinearConfig;
 use crate::ops::matmul::Matmul;
 use crate::ops::{Step, Weight, WeightType};
+use crate::sampling::SamplingParams;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -23,6 +29,34 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Kernels at real model shapes.
     Kernels(KernelArgs),
+    /// Prefill and decode speed of a whole model, at batch 1.
+    E2e(E2eArgs),
+}
+
+#[derive(Args, Debug)]
+struct E2eArgs {
+    /// A GGUF file or Hugging Face folder.
+    #[arg(long, conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    model: Option<std::path::PathBuf>,
+    /// Random weights with a real model's exact shapes: qwen2.5-0.5b, llama-3.2-1b, smollm2-135m.
+    #[arg(long)]
+    synthetic: Option<String>,
+    /// Weight type of a synthetic model: f32, f16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k.
+    #[arg(long, default_value = "f16")]
+    r#type: String,
+    /// Prompt lengths to time prefill on.
+    #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+    prefill: Vec<usize>,
+    /// Tokens to time decode on.
+    #[arg(long, default_value_t = 128)]
+    decode: usize,
+    /// Runs of each measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long)]
+    json: bool,
+    #[arg(long)]
+    adapter: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -69,7 +103,109 @@ const TYPES: [WeightType; 8] = [
 ];
 
 pub fn run(a: &BenchArgs) -> Result<()> {
-    let BenchWhat::Kernels(k) = &a.what;
+    match &a.what {
+        BenchWhat::Kernels(k) => kernels(k),
+        BenchWhat::E2e(e) => e2e(e),
+    }
+}
+
+fn dtype_named(name: &str) -> Result<DType> {
+    Ok(match name {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "q8_0" => DType::Q8_0,
+        "q4_0" => DType::Q4_0,
+        "q4_1" => DType::Q4_1,
+        "q5_0" => DType::Q5_0,
+        "q4_k" => DType::Q4_K,
+        "q6_k" => DType::Q6_K,
+        other => bail!("--type {other}: not one of f32, f16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k"),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn e2e(a: &E2eArgs) -> Result<()> {
+    let longest = a.prefill.iter().copied().max().unwrap_or(16).max(16);
+    let forward = ForwardOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
+    let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward: forward.clone() };
+    let (mut engine, label) = match (&a.model, &a.synthetic) {
+        (Some(path), _) => (Engine::load(path, &opts)?, path.display().to_string()),
+        (None, Some(name)) => {
+            let cfg = synthetic::preset(name)?;
+            let src = synthetic::Synthetic::new(&cfg, dtype_named(&a.r#type)?)?;
+            let gpu = Gpu::new(&opts.gpu)?;
+            let weights = load_weights(&gpu, &cfg, &src)?;
+            let fwd = Forward::new(&gpu, cfg, weights, &forward)?;
+            (Engine::new(gpu, fwd, None, name.as_ref()), format!("{name} ({}, random weights)", a.r#type))
+        }
+        (None, None) => bail!("give --model PATH or --synthetic NAME"),
+    };
+    let vocab = engine.forward.cfg.vocab as u32;
+    let prompt = |n: usize| -> Vec<u32> { (0..n as u32).map(|i| (i * 7919 + 13) % vocab).collect() };
+    let greedy = SamplingParams::default();
+    let request = |n: usize, max_tokens: usize| Request {
+        prompt_ids: prompt(n),
+        max_tokens,
+        sampling: greedy.clone(),
+        stop_at_eos: false,
+    };
+    // Warm-up: compile every pipeline on the driver, let the clocks rise.
+    for &n in &a.prefill {
+        engine.reset();
+        engine.generate(&request(n, 2), |_| true)?;
+    }
+    engine.reset();
+    engine.generate(&request(16, 32), |_| true)?;
+    let mut prefill = Vec::new();
+    for &n in &a.prefill {
+        let runs = (0..a.runs)
+            .map(|_| {
+                engine.reset();
+                Ok(engine.generate(&request(n, 1), |_| true)?.prefill_tok_s)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        prefill.push((n, median(runs)));
+    }
+    let decode = median(
+        (0..a.runs)
+            .map(|_| {
+                engine.reset();
+                Ok(engine.generate(&request(16, a.decode + 1), |_| true)?.decode_tok_s)
+            })
+            .collect::<Result<Vec<_>>>()?,
+    );
+    let f = &engine.forward;
+    let (launches, submits) = (f.last_launches, f.last_submits);
+    let weights_mib = f.weights.gpu_bytes() as f64 / (1 << 20) as f64;
+    let gpu_mib = engine.gpu.bytes_allocated() as f64 / (1 << 20) as f64;
+    if a.json {
+        let pre: serde_json::Map<String, serde_json::Value> =
+            prefill.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
+        let v = json!({"model": label, "adapter": engine.gpu.info.name, "prefill_tok_s": pre, "decode_tok_s": decode,
+            "decode_tokens": a.decode, "dispatches_per_decode_step": launches, "submits_per_decode_step": submits,
+            "weights_mib": weights_mib, "gpu_memory_mib": gpu_mib});
+        println!("{v}");
+    } else {
+        println!(
+            "model: {label}
+adapter: {} ({:?})",
+            engine.gpu.info.name, engine.gpu.info.backend
+        );
+        for (n, v) in &prefill {
+            println!("prefill {n:>5} tokens: {v:>10.0} tok/s");
+        }
+        println!("decode {:>6} tokens: {decode:>10.1} tok/s (batch 1)", a.decode);
+        println!("per decode step: {launches} dispatches, {submits} submit");
+        println!("GPU memory: {gpu_mib:.0} MiB ({weights_mib:.0} MiB of weights)");
+    }
+    Ok(())
+}
+
+fn kernels(k: &KernelArgs) -> Result<()> {
     let gpu = Gpu::new(&GpuOptions { adapter: k.adapter, ..Default::default() })?;
     let Some(mut prof) = Profiler::new(&gpu, k.reps + 1)? else {
         bail!("adapter {:?} cannot write timestamps inside a compute pass; nothing to measure with", gpu.info.name);

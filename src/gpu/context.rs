@@ -46,6 +46,7 @@ pub struct Gpu {
     pub caps: Caps,
     pub(super) pipelines: Mutex<PipelineCache>,
     buffers_created: AtomicU64,
+    bytes_allocated: AtomicU64,
 }
 
 /// Every adapter wgpu finds on `backends` (`None`: those `WGPU_BACKEND` allows, all when unset).
@@ -140,12 +141,18 @@ impl Gpu {
             caps,
             pipelines: Mutex::new(PipelineCache::default()),
             buffers_created: AtomicU64::new(0),
+            bytes_allocated: AtomicU64::new(0),
         })
     }
 
     /// Buffers created on this device so far (tests check that decoding creates none).
     pub fn buffers_created(&self) -> u64 {
         self.buffers_created.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of all buffers created so far (GPU memory the engine asked for).
+    pub fn bytes_allocated(&self) -> u64 {
+        self.bytes_allocated.load(Ordering::Relaxed)
     }
 
     /// Creates a buffer; every buffer of the engine goes through here so it is counted.
@@ -156,6 +163,7 @@ impl Gpu {
         self.buffers_created.fetch_add(1, Ordering::Relaxed);
         // Sizes are rounded to 16 bytes so vec4 views and copies never fall off the end.
         let size = size.max(16).next_multiple_of(16);
+        self.bytes_allocated.fetch_add(size, Ordering::Relaxed);
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,

@@ -102,6 +102,11 @@ pub struct Forward {
     pub timings: Vec<Timing>,
     /// The attention kernel the last step used.
     pub last_attention: AttnKind,
+    /// Kernel launches recorded in the last submit (a weight split over several bindings adds
+    /// one dispatch per extra part).
+    pub last_launches: usize,
+    /// Submits of the last step (one per chunk of `max_rows` tokens).
+    pub last_submits: usize,
 }
 
 impl Forward {
@@ -179,6 +184,8 @@ impl Forward {
             profiler,
             timings: Vec::new(),
             last_attention: AttnKind::Plain,
+            last_launches: 0,
+            last_submits: 0,
         })
     }
 
@@ -198,6 +205,7 @@ impl Forward {
         }
         self.kv.place(ids.len() as u32)?; // the whole step must fit before anything is written
         let chunks: Vec<&[u32]> = ids.chunks(self.max_rows as usize).collect();
+        self.last_submits = chunks.len();
         for (i, chunk) in chunks.iter().enumerate() {
             self.submit_chunk(gpu, chunk, i + 1 == chunks.len(), readback)?;
         }
@@ -228,8 +236,10 @@ impl Forward {
             if let Some(p) = prof.as_deref_mut() {
                 p.begin();
             }
+            let mut launches = 0;
             let mut mark =
                 |pass: &mut wgpu::ComputePass<'_>, layer: Option<usize>, part: Part, kernel: &'static str| {
+                    launches += 1;
                     if let Some(p) = prof.as_deref_mut() {
                         p.mark(pass, Span { layer, part, kernel });
                     }
@@ -267,6 +277,7 @@ impl Forward {
                     self.argmax.record(&mut pass);
                 }
             }
+            self.last_launches = launches;
             if let Some(p) = prof {
                 p.finish(&mut pass);
             }

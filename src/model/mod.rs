@@ -7,6 +7,7 @@ pub mod gguf_tokenizer;
 pub mod loader;
 pub mod quant;
 pub mod safetensors;
+pub mod synthetic;
 pub mod tensor;
 
 use std::path::Path;
