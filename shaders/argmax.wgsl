@@ -1,10 +1,8 @@
 // Greedy sampling on the GPU: out[0] = the index of the largest logit (lowest index on ties),
-// so decode reads back 4 bytes instead of the vocabulary. Constants: V, WG_THREADS.
+// so decode reads back 4 bytes instead of the vocabulary. Constants: V, WG_THREADS; the
+// reduction from lib/argmax_reduce.
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
-
-var<workgroup> best_v: array<f32, WG_THREADS>;
-var<workgroup> best_i: array<u32, WG_THREADS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(local_invocation_index) lid: u32) {
@@ -17,21 +15,8 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             bi = i;
         }
     }
-    best_v[lid] = bv;
-    best_i[lid] = bi;
-    workgroupBarrier();
-    for (var s = WG_THREADS / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            let ov = best_v[lid + s];
-            let oi = best_i[lid + s];
-            if (ov > best_v[lid] || (ov == best_v[lid] && oi < best_i[lid])) {
-                best_v[lid] = ov;
-                best_i[lid] = oi;
-            }
-        }
-        workgroupBarrier();
-    }
+    let best = wg_argmax(lid, bv, bi);
     if (lid == 0u) {
-        out[0] = best_i[0];
+        out[0] = best;
     }
 }

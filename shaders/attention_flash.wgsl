@@ -4,7 +4,7 @@
 // per thread; the weighted sum of V is split over PARTS = WG_THREADS / HD groups of threads
 // (each takes every PARTS-th position of the tile) and the groups' partial sums are added at
 // the end. Positions past the causal limit inside a tile are masked by predication (select).
-// Constants: HD (<= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS.
+// Constants: HD (<= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS; lib/attention_combine.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k_cache: array<f32>;
@@ -16,7 +16,6 @@ const PARTS: u32 = WG_THREADS / HD;
 var<workgroup> qs: array<f32, HD>;
 var<workgroup> p: array<f32, WG_THREADS>;
 var<workgroup> slot_of: array<u32, WG_THREADS>;
-var<workgroup> partial: array<f32, WG_THREADS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -62,13 +61,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         m = m_new;
         workgroupBarrier(); // p and slot_of are rewritten by the next tile
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    if (lid < HD) {
-        var total = 0.0;
-        for (var g = 0u; g < PARTS; g++) {
-            total += partial[g * HD + lid];
-        }
-        o[qo + lid] = total / l;
-    }
+    combine_parts(lid, acc, l, qo);
 }

@@ -4,7 +4,8 @@
 // so decode (one token, few heads) still keeps the whole workgroup busy.
 // Grouped-query attention: query head h reads KV head h / (HQ / HKV).
 // The token at absolute position pos sees positions kv_lo ..= pos (causal, and what the ring
-// still holds). Constants: HD (<= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX, SCALE, WG_THREADS.
+// still holds). Constants: HD (<= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX, SCALE, WG_THREADS;
+// lib/attention_combine.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k_cache: array<f32>;
@@ -15,7 +16,6 @@ const PARTS: u32 = WG_THREADS / HD;
 
 var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<f32, HD>;
-var<workgroup> partial: array<f32, WG_THREADS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -56,13 +56,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             acc += scores[j] * v_cache[(((lo + j) % CAP) * HKV + kvh) * HD + d];
         }
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    if (lid < HD) {
-        var total = 0.0;
-        for (var p = 0u; p < PARTS; p++) {
-            total += partial[p * HD + lid];
-        }
-        o[qo + lid] = total / sum;
-    }
+    combine_parts(lid, acc, sum, qo);
 }

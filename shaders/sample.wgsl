@@ -2,7 +2,7 @@
 // top-k and top-p cut-offs found by bisection on the logit value, then the Gumbel-max trick
 // (argmax of logit / T + Gumbel noise draws from softmax(logit / T)) with a counter-based
 // random number per (seed, step, token): the same seed gives the same output.
-// One workgroup. Constants: V, WG_THREADS; reductions from lib/reduce.
+// One workgroup. Constants: V, WG_THREADS; reductions from lib/reduce and lib/argmax_reduce.
 struct Params {
     temperature: f32,
     top_p: f32,
@@ -17,9 +17,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
-
-var<workgroup> best_g: array<f32, WG_THREADS>;
-var<workgroup> best_i: array<u32, WG_THREADS>;
 
 const BISECTION_STEPS: u32 = 32u;
 
@@ -106,17 +103,8 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             bi = i;
         }
     }
-    best_g[lid] = bg;
-    best_i[lid] = bi;
-    workgroupBarrier();
-    for (var s = WG_THREADS / 2u; s > 0u; s >>= 1u) {
-        if (lid < s && best_g[lid + s] > best_g[lid]) {
-            best_g[lid] = best_g[lid + s];
-            best_i[lid] = best_i[lid + s];
-        }
-        workgroupBarrier();
-    }
+    let best = wg_argmax(lid, bg, bi);
     if (lid == 0u) {
-        out[0] = best_i[0];
+        out[0] = best;
     }
 }

@@ -8,7 +8,7 @@ use crate::gpu::{Bound, Gpu, Kernel};
 const WG_THREADS: u32 = 256;
 
 pub fn source(vocab: u32) -> String {
-    assemble("argmax", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &[])
+    assemble("argmax", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &["lib/argmax_reduce"])
 }
 
 pub struct Argmax(Bound);

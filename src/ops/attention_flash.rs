@@ -10,7 +10,7 @@ use crate::gpu::{Bound, Gpu, Kernel};
 pub const WG_THREADS: u32 = 256;
 
 pub fn source(h: &HeadShape) -> String {
-    assemble("attention_flash", &head_defs(h, WG_THREADS), &["lib/reduce"])
+    assemble("attention_flash", &head_defs(h, WG_THREADS), &["lib/reduce", "lib/attention_combine"])
 }
 
 pub struct AttentionFlash(Bound);

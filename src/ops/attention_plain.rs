@@ -11,7 +11,11 @@ pub const WG_THREADS: u32 = 256;
 
 /// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
 pub fn source(h: &HeadShape, max_len: u32) -> String {
-    assemble("attention_plain", &head_defs(h, WG_THREADS).u32("PLAIN_MAX", max_len), &["lib/reduce"])
+    assemble(
+        "attention_plain",
+        &head_defs(h, WG_THREADS).u32("PLAIN_MAX", max_len),
+        &["lib/reduce", "lib/attention_combine"],
+    )
 }
 
 pub struct AttentionPlain(Bound);

@@ -9,7 +9,7 @@ use crate::sampling::SamplingParams;
 const WG_THREADS: u32 = 256;
 
 pub fn source(vocab: u32) -> String {
-    assemble("sample", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &["lib/reduce"])
+    assemble("sample", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &["lib/reduce", "lib/argmax_reduce"])
 }
 
 /// The kernel's uniform (`Params` in the shader).
