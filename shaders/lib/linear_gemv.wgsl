@@ -6,10 +6,16 @@
 var<workgroup> row_sums: array<f32, R>;
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    // Large outputs (an LM head) need more than 65535 workgroups: the grid is 2-D.
+    let group = wg.y * groups.x + wg.x;
     let r = lid / LANES;
     let lane = lid % LANES;
-    let n = wg.x * R + r;
+    let n = group * R + r;
     let rows = select(1u, step.n_tokens, ROWS_FROM_STEP);
     for (var m = 0u; m < rows; m++) {
         var acc = 0.0;
@@ -24,7 +30,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         if (lid < R / 2u) {
-            let n2 = wg.x * R + lid * 2u;
+            let n2 = group * R + lid * 2u;
             if (n2 < N) {
                 store_pair(m, n2, row_sums[lid * 2u], row_sums[lid * 2u + 1u]);
             }

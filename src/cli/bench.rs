@@ -14,7 +14,7 @@ use crate::model::forward::{Forward, ForwardOptions};
 use crate::model::loader::load_weights;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
-use crate::ops::linear::LinearConfig;
+use crate::ops::linear::{GemvShape, LinearConfig};
 use crate::ops::matmul::Matmul;
 use crate::ops::{Step, Weight, WeightType};
 use crate::sampling::SamplingParams;
@@ -70,6 +70,12 @@ struct KernelArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also try every GEMV shape (rows per workgroup x lanes per row) and report each.
+    #[arg(long)]
+    sweep: bool,
+    /// Only these weight types (comma-separated names, e.g. f16,q4_0).
+    #[arg(long, value_delimiter = ',')]
+    types: Option<Vec<String>>,
     #[arg(long)]
     adapter: Option<usize>,
 }
@@ -205,70 +211,94 @@ adapter: {} ({:?})",
     Ok(())
 }
 
+/// GEMV shapes (rows per workgroup, lanes per row) `--sweep` tries, llm.c style.
+const GEMV_VARIANTS: [(u32, u32); 4] = [(2, 128), (4, 64), (8, 32), (16, 16)];
+
 fn kernels(k: &KernelArgs) -> Result<()> {
     let gpu = Gpu::new(&GpuOptions { adapter: k.adapter, ..Default::default() })?;
     let Some(mut prof) = Profiler::new(&gpu, k.reps + 1)? else {
         bail!("adapter {:?} cannot write timestamps inside a compute pass; nothing to measure with", gpu.info.name);
     };
     let shapes = if k.quick { QUICK_SHAPES } else { SHAPES };
+    let types: Vec<WeightType> = match &k.types {
+        Some(names) => TYPES.into_iter().filter(|t| names.iter().any(|n| n == t.name())).collect(),
+        None => TYPES.to_vec(),
+    };
+    let heuristic = LinearConfig::for_adapter(&gpu.caps);
+    let configs: Vec<LinearConfig> = if k.sweep {
+        GEMV_VARIANTS
+            .iter()
+            .map(|&(r, lanes)| LinearConfig {
+                gemv: GemvShape { rows_per_group: r, lanes },
+                subgroups: gpu.caps.subgroup && gpu.caps.max_subgroup_size <= lanes,
+                ..heuristic
+            })
+            .collect()
+    } else {
+        vec![heuristic]
+    };
     if !k.json {
         println!("adapter: {} ({:?})", gpu.info.name, gpu.info.backend);
         println!(
-            "{:<14} {:<8} {:>14} {:>6} {:>10} {:>10} {:>9}",
-            "model", "matrix", "shape", "type", "median us", "spread us", "GB/s"
+            "{:<14} {:<8} {:>14} {:>6} {:>9} {:>10} {:>10} {:>9}",
+            "model", "matrix", "shape", "type", "gemv RxL", "median us", "spread us", "GB/s"
         );
     }
-    let cfg = LinearConfig::for_adapter(&gpu.caps);
     let step = Step::buffer(&gpu)?;
     Step { n_tokens: 1, ..Default::default() }.write(&gpu, &step);
     let mut first = true;
     for &(model, matrix, rows, cols) in shapes {
-        for ty in TYPES {
+        for &ty in &types {
             let Some(row_bytes) = ty.row_bytes(cols) else { continue };
             let w = Weight::upload(&gpu, matrix, ty, rows, cols, &pseudo_random_bytes(rows * row_bytes))?;
             let x = gpu.storage("x", cols as u64 * 4)?;
             let y = gpu.storage("y", rows as u64 * 4)?;
-            let op = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, false)?;
-            // Warm-up: compile on the driver; the first case also runs half a second so the GPU
-            // leaves its idle clocks before anything is timed.
-            let warm_until = std::time::Instant::now() + std::time::Duration::from_millis(if first { 500 } else { 0 });
-            first = false;
-            loop {
-                gpu.run_pass(|p| (0..5).for_each(|_| op.record(p, 1)))?;
-                if std::time::Instant::now() >= warm_until {
-                    break;
+            for cfg in &configs {
+                let op = Matmul::new(&gpu, cfg, &w, &step, &x, &y, false, false)?;
+                // Warm-up: compile on the driver; the first case also runs half a second so the
+                // GPU leaves its idle clocks before anything is timed.
+                let warm_for = std::time::Duration::from_millis(if first { 500 } else { 0 });
+                let warm_start = std::time::Instant::now();
+                first = false;
+                loop {
+                    gpu.run_pass(|p| (0..5).for_each(|_| op.record(p, 1)))?;
+                    if warm_start.elapsed() >= warm_for {
+                        break;
+                    }
                 }
-            }
-            let mut enc = gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                prof.begin();
-                for _ in 0..k.reps {
-                    prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
-                    op.record(&mut pass, 1);
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    prof.begin();
+                    for _ in 0..k.reps {
+                        prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
+                        op.record(&mut pass, 1);
+                    }
+                    prof.finish(&mut pass);
                 }
-                prof.finish(&mut pass);
-            }
-            prof.resolve(&mut enc);
-            gpu.queue.submit([enc.finish()]);
-            let mut ns: Vec<f64> = prof.read(&gpu)?.iter().map(|t| t.ns).collect();
-            ns.sort_by(f64::total_cmp);
-            let median = ns[ns.len() / 2];
-            let spread = ns[ns.len() * 9 / 10] - ns[ns.len() / 10];
-            let bytes = w.gpu_bytes() + (cols + rows) as u64 * 4;
-            let gbs = bytes as f64 / median;
-            if k.json {
-                let v = json!({"kernel": "gemv", "model": model, "matrix": matrix, "rows": rows, "cols": cols,
-                    "type": ty.name(), "median_us": median / 1e3, "p10_p90_us": spread / 1e3, "bytes": bytes, "gb_s": gbs});
-                println!("{v}");
-            } else {
-                let shape = format!("{rows}x{cols}");
-                println!(
-                    "{model:<14} {matrix:<8} {shape:>14} {:>6} {:>10.2} {:>10.2} {gbs:>9.1}",
-                    ty.name(),
-                    median / 1e3,
-                    spread / 1e3
-                );
+                prof.resolve(&mut enc);
+                gpu.queue.submit([enc.finish()]);
+                let mut ns: Vec<f64> = prof.read(&gpu)?.iter().map(|t| t.ns).collect();
+                ns.sort_by(f64::total_cmp);
+                let median = ns[ns.len() / 2];
+                let spread = ns[ns.len() * 9 / 10] - ns[ns.len() / 10];
+                let bytes = w.gpu_bytes() + (cols + rows) as u64 * 4;
+                let gbs = bytes as f64 / median;
+                let variant = format!("{}x{}", cfg.gemv.rows_per_group, cfg.gemv.lanes);
+                if k.json {
+                    let v = json!({"kernel": "gemv", "model": model, "matrix": matrix, "rows": rows, "cols": cols,
+                        "type": ty.name(), "gemv": variant, "subgroups": cfg.subgroups, "median_us": median / 1e3,
+                        "p10_p90_us": spread / 1e3, "bytes": bytes, "gb_s": gbs});
+                    println!("{v}");
+                } else {
+                    let shape = format!("{rows}x{cols}");
+                    println!(
+                        "{model:<14} {matrix:<8} {shape:>14} {:>6} {variant:>9} {:>10.2} {:>10.2} {gbs:>9.1}",
+                        ty.name(),
+                        median / 1e3,
+                        spread / 1e3
+                    );
+                }
             }
         }
     }

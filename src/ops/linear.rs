@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::groups;
+use super::{grid, groups};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
@@ -141,7 +141,7 @@ impl LinearKernels {
     /// Which variant serves `rows` rows, and its workgroup counts.
     pub fn plan(&self, rows: u32) -> (bool, [u32; 3]) {
         if rows <= GEMV_MAX_ROWS {
-            (true, [groups(self.n, self.cfg.gemv.rows_per_group), 1, 1])
+            (true, grid(groups(self.n, self.cfg.gemv.rows_per_group)))
         } else {
             (false, [groups(self.n, self.cfg.tiles.tn), groups(rows, self.cfg.tiles.tm), 1])
         }

@@ -21,6 +21,19 @@ pub fn groups(n: u32, per: u32) -> u32 {
     n.div_ceil(per)
 }
 
+/// Most workgroups one dimension of a dispatch may have (WebGPU's limit).
+pub const MAX_GROUPS_PER_DIM: u32 = 65535;
+
+/// A grid of at least `n` workgroups, 2-D when `n` exceeds one dimension's limit; kernels
+/// number their workgroup `wg.y * num_workgroups.x + wg.x` and skip those past the end.
+pub fn grid(n: u32) -> [u32; 3] {
+    if n <= MAX_GROUPS_PER_DIM {
+        [n, 1, 1]
+    } else {
+        [MAX_GROUPS_PER_DIM, n.div_ceil(MAX_GROUPS_PER_DIM), 1]
+    }
+}
+
 /// The per-step values of `shaders/lib/common.wgsl`'s `Step`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]

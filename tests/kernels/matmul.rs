@@ -58,3 +58,14 @@ fn weight_split_over_bindings_matches_cpu() {
     check(gpu, WeightType::F32, 1, 36, 70, false);
     check(gpu, WeightType::F16, 67, 36, 70, true);
 }
+
+#[test]
+fn gemv_over_more_than_65535_workgroups() {
+    // 140,000 outputs at 2 rows per workgroup: a 2-D grid.
+    let gpu = gpu();
+    let cfg = wginfer::ops::linear::LinearConfig {
+        gemv: wginfer::ops::linear::GemvShape { rows_per_group: 2, lanes: 128 },
+        ..Default::default()
+    };
+    check_with(gpu, &cfg, WeightType::F32, 1, 8, 140_000, false);
+}
