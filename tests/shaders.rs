@@ -3,7 +3,7 @@
 
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
-use wginfer::ops::linear::{sources, LinearConfig};
+use wginfer::ops::linear::{sources, LinearConfig, LinearShape};
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
     argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, sample, WeightType,
@@ -31,8 +31,11 @@ fn every_kernel_variant_validates() {
         ];
         for (name, defs) in linear {
             for cfg in [&portable, &subgroups] {
-                for (i, src) in sources(name, &defs, lib, 1024, 1152, true, cfg).iter().enumerate() {
-                    validate(&format!("{name} {ty:?} {cfg:?} variant {i}"), src);
+                for norm_eps in [None, Some(1e-6)] {
+                    let shape = LinearShape { k: 1024, n: 1152, rows_from_step: true, norm_eps };
+                    for (i, src) in sources(name, &defs, lib, &shape, cfg).iter().enumerate() {
+                        validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} variant {i}"), src);
+                    }
                 }
             }
         }

@@ -2,7 +2,7 @@
 // A workgroup computes R output columns; LANES threads share one weight row and read it
 // coalesced, then reduce. Results reach the kernel's store_pair in pairs (n, n+1), n even.
 // Needs from the kernel: x, w, step, store_pair; lanes_sum from lib/lanes_portable or
-// lib/lanes_subgroup. Constants: K, N, R (even), LANES, WG_THREADS = R * LANES.
+// lib/lanes_subgroup; prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm. Constants: K, N, R (even), LANES, WG_THREADS = R * LANES.
 var<workgroup> row_sums: array<f32, R>;
 
 @compute @workgroup_size(WG_THREADS)
@@ -17,11 +17,12 @@ fn main(
     let lane = lid % LANES;
     let n = group * R + r;
     let rows = select(1u, step.n_tokens, ROWS_FROM_STEP);
+    prepare_input(lid, 0u, rows);
     for (var m = 0u; m < rows; m++) {
         var acc = 0.0;
         if (n < N) {
             for (var k = lane * 4u; k < K; k += LANES * 4u) {
-                acc += dot(w_load4(n * K + k), x[(m * K + k) / 4u]);
+                acc += dot(w_load4(n * K + k), load_x4(m, m, k));
             }
         }
         let total = lanes_sum(lid, lane, acc);

@@ -1,7 +1,8 @@
 // Tiled matmul core for many rows (prefill): y[m, n] = sum_k x[m, k] * W[n, k].
 // A workgroup computes a TM x TN tile; each thread an RM x RN micro-tile of consecutive columns,
 // so output pairs (n, n+1) with n even reach the kernel's store_pair together.
-// Needs from the kernel: x (array<vec4<f32>>), w (array<WElem>), step, store_pair(m, n, v0, v1).
+// Needs from the kernel: x (array<vec4<f32>>), w (array<WElem>), step, store_pair(m, n, v0, v1);
+// prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm.
 // Constants: K, N, TM, TN, TK, WG_X, WG_Y, RM = TM / WG_Y, RN = TN / WG_X, ROWS_FROM_STEP.
 var<workgroup> xs: array<f32, TM * TK>;
 var<workgroup> ws: array<f32, TK * TN>;
@@ -12,6 +13,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
     let rows = select(1u, step.n_tokens, ROWS_FROM_STEP);
+    prepare_input(tid, m0, min(TM, rows - min(rows, m0)));
     var acc: array<f32, RM * RN>;
     for (var k0 = 0u; k0 < K; k0 += TK) {
         for (var i = tid; i < TM * TK / 4u; i += WG_X * WG_Y) {
@@ -19,7 +21,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             let kq = (i % (TK / 4u)) * 4u;
             var v = vec4<f32>(0.0);
             if (m0 + m < rows && k0 + kq < K) {
-                v = x[((m0 + m) * K + k0 + kq) / 4u];
+                v = load_x4(m, m0 + m, k0 + kq);
             }
             let b = m * TK + kq;
             xs[b] = v.x;

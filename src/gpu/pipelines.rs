@@ -55,11 +55,17 @@ impl Kernel {
 
     /// Binds `buffers` to bindings 0, 1, 2, ... of group 0 (the convention of every kernel).
     pub fn bind(&self, gpu: &Gpu, buffers: &[&wgpu::Buffer]) -> Bound {
+        let entries: Vec<(u32, &wgpu::Buffer)> =
+            buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
+        self.bind_at(gpu, &entries)
+    }
+
+    /// Binds each buffer to the binding number it comes with.
+    pub fn bind_at(&self, gpu: &Gpu, buffers: &[(u32, &wgpu::Buffer)]) -> Bound {
         let layout = self.pipeline.get_bind_group_layout(0);
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .map(|&(binding, b)| wgpu::BindGroupEntry { binding, resource: b.as_entire_binding() })
             .collect();
         let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.name),

@@ -2,8 +2,9 @@
 //! and bind group is made at load, so a step writes two small buffers (ids, step values),
 //! records one compute pass, submits once and reads back the sampled id (or the logits).
 //!
-//! Per layer: rmsnorm, qkv_rope (projection + bias + RoPE + KV write), attention (plain or
-//! flash), o-projection added onto x, rmsnorm, gate/up + SwiGLU, down-projection added onto x.
+//! Per layer (5 dispatches): qkv_rope (RMSNorm on load + projection + bias + RoPE + KV write),
+//! attention (plain or flash), o-projection added onto x, gate/up with RMSNorm on load + SwiGLU,
+//! down-projection added onto x.
 //! Then the final norm of the last row, the LM head and argmax.
 
 use anyhow::{bail, Result};
@@ -16,7 +17,7 @@ use crate::kv::KvCache;
 use crate::ops::argmax::Argmax;
 use crate::ops::attention::{Attention, AttnBuffers, AttnKind, DEFAULT_THRESHOLD};
 use crate::ops::embedding::Embedding;
-use crate::ops::linear::LinearConfig;
+use crate::ops::linear::{InputNorm, LinearConfig};
 use crate::ops::matmul::Matmul;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
 use crate::ops::rmsnorm::RmsNorm;
@@ -71,11 +72,9 @@ pub struct StepOutput {
 }
 
 struct LayerOps {
-    attn_norm: RmsNorm,
     qkv: QkvRope,
     attention: Attention,
     o: Matmul,
-    mlp_norm: RmsNorm,
     gate_up: SwiGlu,
     down: Matmul,
 }
@@ -143,23 +142,24 @@ impl Forward {
         let eps = cfg.rms_eps;
         let mut layers = Vec::with_capacity(cfg.layers);
         for (w, (kc, vc)) in weights.layers.iter().zip(&kv.layers) {
+            // Both norms of the layer are fused into the projections that read them.
             let qkv_bufs = QkvBuffers {
                 step: &step,
-                x: &xn,
+                x: &x,
                 bias: w.qkv_bias.as_ref(),
                 inv_freq: &weights.inv_freq,
                 q: &q,
                 k_cache: kc,
                 v_cache: vc,
+                norm: Some(InputNorm { weight: &w.attn_norm, eps }),
             };
             let attn_bufs = AttnBuffers { step: &step, q: &q, k_cache: kc, v_cache: vc, o: &o };
+            let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
             layers.push(LayerOps {
-                attn_norm: RmsNorm::new(gpu, d as u32, eps, false, &step, &x, &w.attn_norm, &xn)?,
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
                 attention: Attention::new(gpu, &heads, opts.attn_threshold, &attn_bufs)?,
                 o: Matmul::new(gpu, lin, &w.o, &step, &o, &x, true, true)?,
-                mlp_norm: RmsNorm::new(gpu, d as u32, eps, false, &step, &x, &w.mlp_norm, &xn)?,
-                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &xn, &h)?,
+                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm)?,
                 down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, true)?,
             });
         }
@@ -248,16 +248,12 @@ impl Forward {
             self.embed.record(&mut pass, n);
             for (i, l) in self.layers.iter().enumerate() {
                 let (at, attn_part, mlp) = (Some(i), Part::Attention, Part::Mlp);
-                mark(&mut pass, at, attn_part, "rmsnorm");
-                l.attn_norm.record(&mut pass, n);
                 mark(&mut pass, at, attn_part, "qkv_rope");
                 l.qkv.record(&mut pass, n);
                 mark(&mut pass, at, attn_part, attn.kernel_name());
                 l.attention.record(&mut pass, attn, n);
                 mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
-                mark(&mut pass, at, mlp, "rmsnorm");
-                l.mlp_norm.record(&mut pass, n);
                 mark(&mut pass, at, mlp, "swiglu");
                 l.gate_up.record(&mut pass, n);
                 mark(&mut pass, at, mlp, "matmul");

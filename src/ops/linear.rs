@@ -82,42 +82,55 @@ pub struct LinearKernels {
     cfg: LinearConfig,
 }
 
+/// An RMSNorm fused into a linear kernel's input: its weight (f32, one per input column).
+#[derive(Clone, Copy)]
+pub struct InputNorm<'a> {
+    pub weight: &'a wgpu::Buffer,
+    pub eps: f32,
+}
+
+/// The shape a linear kernel is built for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearShape {
+    /// Input width (the weight's columns).
+    pub k: u32,
+    /// Output width (the weight's rows, or this part's rows).
+    pub n: u32,
+    /// Rows come from the step's token count; otherwise one row.
+    pub rows_from_step: bool,
+    /// RMS-normalize the input rows on load with this epsilon (the weight is bound at 15).
+    pub norm_eps: Option<f32>,
+}
+
 /// WGSL of `name` in both variants; `defs` carries the kernel's own constants.
-pub fn sources(
-    name: &str,
-    defs: &Defs,
-    lib_weight: &str,
-    k: u32,
-    n: u32,
-    rows_from_step: bool,
-    cfg: &LinearConfig,
-) -> [String; 2] {
+pub fn sources(name: &str, defs: &Defs, lib_weight: &str, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
     let t = cfg.tiles;
     let g = cfg.gemv;
     let lanes = if cfg.subgroups { "lib/lanes_subgroup" } else { "lib/lanes_portable" };
-    let gemv_defs = defs
-        .clone()
-        .u32("K", k)
-        .u32("N", n)
+    let input = if s.norm_eps.is_some() { "lib/input_rmsnorm" } else { "lib/input_plain" };
+    let common = |d: Defs, norm_rows: u32, threads: u32| {
+        let d = d.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
+        match s.norm_eps {
+            Some(eps) => d.f32("EPS", eps).u32("NORM_ROWS", norm_rows).u32("NORM_THREADS", threads),
+            None => d,
+        }
+    };
+    let gemv_threads = g.rows_per_group * g.lanes;
+    let gemv_defs = common(defs.clone(), GEMV_MAX_ROWS, gemv_threads)
         .u32("R", g.rows_per_group)
         .u32("LANES", g.lanes)
-        .u32("WG_THREADS", g.rows_per_group * g.lanes)
-        .bool("ROWS_FROM_STEP", rows_from_step);
-    let tiled_defs = defs
-        .clone()
-        .u32("K", k)
-        .u32("N", n)
+        .u32("WG_THREADS", gemv_threads);
+    let tiled_defs = common(defs.clone(), t.tm, t.wg_x * t.wg_y)
         .u32("TM", t.tm)
         .u32("TN", t.tn)
         .u32("TK", t.tk)
         .u32("WG_X", t.wg_x)
         .u32("WG_Y", t.wg_y)
         .u32("RM", t.tm / t.wg_y)
-        .u32("RN", t.tn / t.wg_x)
-        .bool("ROWS_FROM_STEP", rows_from_step);
+        .u32("RN", t.tn / t.wg_x);
     [
-        assemble(name, &gemv_defs, &[lib_weight, lanes, "lib/linear_gemv"]),
-        assemble(name, &tiled_defs, &[lib_weight, "lib/linear_tiled"]),
+        assemble(name, &gemv_defs, &[lib_weight, lanes, input, "lib/linear_gemv"]),
+        assemble(name, &tiled_defs, &[lib_weight, input, "lib/linear_tiled"]),
     ]
 }
 
@@ -128,14 +141,13 @@ impl LinearKernels {
         name: &'static str,
         defs: &Defs,
         lib_weight: &str,
-        k: u32,
-        n: u32,
-        rows_from_step: bool,
+        shape: &LinearShape,
         cfg: &LinearConfig,
     ) -> Result<Self> {
         cfg.tiles.check()?;
-        let [g, t] = sources(name, defs, lib_weight, k, n, rows_from_step, cfg);
-        Ok(LinearKernels { gemv: Kernel::get(gpu, name, g)?, tiled: Kernel::get(gpu, name, t)?, n, cfg: *cfg })
+        let [g, t] = sources(name, defs, lib_weight, shape, cfg);
+        let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);
+        Ok(LinearKernels { gemv, tiled, n: shape.n, cfg: *cfg })
     }
 
     /// Which variant serves `rows` rows, and its workgroup counts.
@@ -156,9 +168,22 @@ pub struct BoundLinear {
 }
 
 impl BoundLinear {
-    pub fn new(gpu: &Gpu, kernels: LinearKernels, buffers: &[&wgpu::Buffer]) -> BoundLinear {
-        let gemv = kernels.gemv.bind(gpu, buffers);
-        let tiled = kernels.tiled.bind(gpu, buffers);
+    /// `buffers` go to bindings 0, 1, 2, ...; `norm_weight` (with a normalizing shape) to 15.
+    pub fn new(
+        gpu: &Gpu,
+        kernels: LinearKernels,
+        buffers: &[&wgpu::Buffer],
+        norm_weight: Option<&wgpu::Buffer>,
+    ) -> BoundLinear {
+        let entries: Vec<(u32, &wgpu::Buffer)> = buffers
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(i, b)| (i as u32, b))
+            .chain(norm_weight.map(|g| (15, g)))
+            .collect();
+        let gemv = kernels.gemv.bind_at(gpu, &entries);
+        let tiled = kernels.tiled.bind_at(gpu, &entries);
         BoundLinear { kernels, gemv, tiled }
     }
 

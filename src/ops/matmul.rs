@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, LinearConfig, LinearKernels};
+use super::linear::{BoundLinear, LinearConfig, LinearKernels, LinearShape};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -34,17 +34,10 @@ impl Matmul {
             .parts
             .iter()
             .map(|p| {
-                let k = LinearKernels::new(
-                    gpu,
-                    "matmul",
-                    &defs(accumulate, w.rows, p.row_lo),
-                    w.ty.lib(),
-                    w.cols,
-                    p.rows,
-                    rows_from_step,
-                    cfg,
-                )?;
-                Ok(BoundLinear::new(gpu, k, &[step, x, &p.buffer, y]))
+                let shape = LinearShape { k: w.cols, n: p.rows, rows_from_step, norm_eps: None };
+                let k =
+                    LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty.lib(), &shape, cfg)?;
+                Ok(BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None))
             })
             .collect::<Result<_>>()?;
         Ok(Matmul { parts })

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, LinearConfig, LinearKernels};
+use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -47,6 +47,8 @@ pub struct QkvBuffers<'a> {
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
+    /// The attention norm, applied to x on load.
+    pub norm: Option<InputNorm<'a>>,
 }
 
 impl QkvRope {
@@ -60,10 +62,12 @@ impl QkvRope {
             h.q_dim(),
             h.kv_dim()
         );
-        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty.lib(), w.cols, w.rows, true, cfg)?;
+        let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: b.norm.map(|n| n.eps) };
+        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty.lib(), &shape, cfg)?;
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias = b.bias.unwrap_or(b.inv_freq);
-        Ok(QkvRope(BoundLinear::new(gpu, k, &[b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache])))
+        let buffers = [b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache];
+        Ok(QkvRope(BoundLinear::new(gpu, k, &buffers, b.norm.map(|n| n.weight))))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, LinearConfig, LinearKernels};
+use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -11,6 +11,8 @@ pub struct SwiGlu(BoundLinear);
 
 impl SwiGlu {
     /// `w` interleaves gate and up rows (row 2i = gate i, 2i+1 = up i); h gets w.rows / 2 columns.
+    /// With `norm`, x is RMS-normalized on load (the MLP norm fused in).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &Gpu,
         cfg: &LinearConfig,
@@ -18,10 +20,12 @@ impl SwiGlu {
         step: &wgpu::Buffer,
         x: &wgpu::Buffer,
         h: &wgpu::Buffer,
+        norm: Option<InputNorm>,
     ) -> Result<SwiGlu> {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
-        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty.lib(), w.cols, w.rows, true, cfg)?;
-        Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h])))
+        let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: norm.map(|n| n.eps) };
+        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty.lib(), &shape, cfg)?;
+        Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm.map(|n| n.weight))))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

@@ -43,6 +43,7 @@ fn check(rows: usize, start: usize, with_bias: bool) {
     let (qb, kb, vb) = (zeros(gpu, rows * qn), zeros(gpu, 16 * kvn), zeros(gpu, 16 * kvn));
     let sb = step(gpu, rows as u32, start as u32, 0);
     let bufs = QkvBuffers {
+        norm: None,
         step: &sb,
         x: &xb,
         bias: with_bias.then_some(&bb),

@@ -1,24 +1,39 @@
 use super::common::*;
-use wginfer::ops::linear::LinearConfig;
+use wginfer::ops::linear::{InputNorm, LinearConfig};
 use wginfer::ops::swiglu::{interleaved_row_order, SwiGlu};
 use wginfer::ops::weight::gather_rows;
 use wginfer::ops::{Weight, WeightType};
 
+/// x's rows RMS-normalized and scaled by `gamma` (the CPU reference of the fused norm).
+fn rmsnorm_rows(x: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
+    x.chunks(gamma.len())
+        .flat_map(|r| {
+            let inv = 1.0 / (r.iter().map(|v| (v * v) as f64).sum::<f64>() / r.len() as f64 + eps as f64).sqrt();
+            r.iter().zip(gamma).map(move |(v, g)| (*v as f64 * inv * *g as f64) as f32)
+        })
+        .collect()
+}
+
 #[test]
-fn gate_up_silu_matches_cpu() {
+fn gate_up_silu_matches_cpu_with_and_without_the_fused_norm() {
     let gpu = gpu();
-    for rows in [1usize, 70] {
+    // 70 rows span two 64-row tiles of the prefill core.
+    for (rows, fused_norm) in [(1usize, false), (70, false), (3, true), (70, true)] {
         let (k, inter) = (44, 75);
-        let x = random(rows * k, 10);
+        let x: Vec<f32> = random(rows * k, 10).iter().map(|v| v * 5.0).collect();
+        let gamma = random(k, 12);
         let stacked = random(2 * inter * k, 11); // [gate; up]
         let fused = gather_rows(bytemuck::cast_slice(&stacked), k * 4, &interleaved_row_order(inter));
         let w = Weight::upload(gpu, "gate_up", WeightType::F32, 2 * inter, k, &fused).unwrap();
-        let (xb, hb, sb) = (upload(gpu, &x), zeros(gpu, rows * inter), step(gpu, rows as u32, 0, 0));
-        let op = SwiGlu::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &sb, &xb, &hb).unwrap();
+        let (xb, gb, hb, sb) =
+            (upload(gpu, &x), upload(gpu, &gamma), zeros(gpu, rows * inter), step(gpu, rows as u32, 0, 0));
+        let norm = fused_norm.then_some(InputNorm { weight: &gb, eps: 1e-5 });
+        let op = SwiGlu::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &sb, &xb, &hb, norm).unwrap();
         gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-        let gate = matmul_ref(&x, &stacked[..inter * k], rows, k, inter);
-        let up = matmul_ref(&x, &stacked[inter * k..], rows, k, inter);
+        let input = if fused_norm { rmsnorm_rows(&x, &gamma, 1e-5) } else { x.clone() };
+        let gate = matmul_ref(&input, &stacked[..inter * k], rows, k, inter);
+        let up = matmul_ref(&input, &stacked[inter * k..], rows, k, inter);
         let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
-        assert_close(&read(gpu, &hb, rows * inter), &want, 1e-4, &format!("swiglu rows={rows}"));
+        assert_close(&read(gpu, &hb, rows * inter), &want, 1e-4, &format!("swiglu rows={rows} norm={fused_norm}"));
     }
 }

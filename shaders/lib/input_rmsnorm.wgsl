@@ -1,0 +1,38 @@
+// How a linear kernel reads its input rows: RMS-normalized on load, so the norm needs no
+// dispatch of its own. prepare_input computes 1 / rms of the workgroup's rows (NORM_ROWS at
+// most, NORM_THREADS / NORM_ROWS threads per row, f32 accumulation); load_x4 scales by it and
+// by the norm weight. Constants: K, EPS, NORM_ROWS, NORM_THREADS (powers of two).
+@group(0) @binding(15) var<storage, read> gamma: array<vec4<f32>>;
+
+const PER_ROW: u32 = NORM_THREADS / NORM_ROWS;
+
+var<workgroup> inv_rms: array<f32, NORM_ROWS>;
+var<workgroup> norm_red: array<f32, NORM_THREADS>;
+
+fn prepare_input(lid: u32, m0: u32, count: u32) {
+    let r = lid / PER_ROW;
+    let j = lid % PER_ROW;
+    var ss = 0.0;
+    if (r < count) {
+        for (var k = j * 4u; k < K; k += PER_ROW * 4u) {
+            let v = x[((m0 + r) * K + k) / 4u];
+            ss += dot(v, v);
+        }
+    }
+    norm_red[lid] = ss;
+    workgroupBarrier();
+    for (var s = PER_ROW / 2u; s > 0u; s >>= 1u) {
+        if (j < s) {
+            norm_red[lid] += norm_red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (j == 0u) {
+        inv_rms[r] = inverseSqrt(norm_red[lid] / f32(K) + EPS);
+    }
+    workgroupBarrier();
+}
+
+fn load_x4(r: u32, m: u32, k: u32) -> vec4<f32> {
+    return x[(m * K + k) / 4u] * inv_rms[r] * gamma[k / 4u];
+}
