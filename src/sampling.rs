@@ -38,10 +38,6 @@ impl Sampler {
         Sampler { params, state }
     }
 
-    pub fn params(&self) -> &SamplingParams {
-        &self.params
-    }
-
     /// splitmix64, as a uniform f64 in [0, 1).
     fn uniform(&mut self) -> f64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -24,7 +24,6 @@ pub struct GpuOptions {
 pub struct Caps {
     pub shader_f16: bool,
     pub subgroup: bool,
-    pub min_subgroup_size: u32,
     pub max_subgroup_size: u32,
     pub timestamp: bool,
     pub timestamp_in_pass: bool,
@@ -122,7 +121,6 @@ impl Gpu {
         let caps = Caps {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
-            min_subgroup_size: info.subgroup_min_size,
             max_subgroup_size: info.subgroup_max_size,
             timestamp: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_in_pass: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
