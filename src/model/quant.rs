@@ -87,17 +87,12 @@ pub fn dequantize(dtype: DType, bytes: &[u8]) -> Vec<f32> {
     out
 }
 
-/// Bytes of one block on the GPU (a multiple of 4).
-pub fn gpu_block_bytes(dtype: DType) -> usize {
-    dtype.block().1.next_multiple_of(4)
-}
-
 /// Blocks repacked so every field starts on a 4-byte boundary: a 2-byte pad follows the leading
 /// f16 scale where the next field would be misaligned (Q8_0, Q4_0, Q5_0), or ends the block
 /// (Q6_K). Q4_1 and Q4_K are aligned as stored.
 pub fn to_gpu_layout(dtype: DType, bytes: &[u8]) -> Vec<u8> {
     let size = dtype.block().1;
-    let gpu = gpu_block_bytes(dtype);
+    let gpu = dtype.gpu_type().block().1;
     if gpu == size {
         return bytes.to_vec();
     }

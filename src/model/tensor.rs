@@ -48,16 +48,8 @@ impl DType {
 
     /// (values per block, bytes per block); plain types are blocks of one value.
     pub fn block(self) -> (usize, usize) {
-        match self {
-            DType::F32 => (1, 4),
-            DType::F16 | DType::BF16 => (1, 2),
-            DType::Q8_0 => (32, 34),
-            DType::Q4_0 => (32, 18),
-            DType::Q4_1 => (32, 20),
-            DType::Q5_0 => (32, 22),
-            DType::Q4_K => (256, 144),
-            DType::Q6_K => (256, 210),
-        }
+        // bf16 has f16's size; every other type is stored as its GPU type is in ggml.
+        self.gpu_type().ggml_block()
     }
 
     /// Bytes of `n` values (`n` a multiple of the block size).

@@ -22,17 +22,26 @@ pub enum WeightType {
 }
 
 impl WeightType {
-    /// (values per block, bytes per block on the GPU); plain types are blocks of one value.
-    pub fn block(self) -> (usize, usize) {
+    /// (values per block, bytes per block as ggml stores it); plain types are blocks of one value.
+    pub fn ggml_block(self) -> (usize, usize) {
         match self {
             WeightType::F32 => (1, 4),
             WeightType::F16 => (1, 2),
-            WeightType::Q8_0 => (32, 36),
-            WeightType::Q4_0 => (32, 20),
+            WeightType::Q8_0 => (32, 34),
+            WeightType::Q4_0 => (32, 18),
             WeightType::Q4_1 => (32, 20),
-            WeightType::Q5_0 => (32, 24),
+            WeightType::Q5_0 => (32, 22),
             WeightType::Q4_K => (256, 144),
-            WeightType::Q6_K => (256, 212),
+            WeightType::Q6_K => (256, 210),
+        }
+    }
+
+    /// (values per block, bytes per block on the GPU): quantized blocks padded to whole 4-byte
+    /// words, so every field of a block can be read as u32 (see model/quant.rs).
+    pub fn block(self) -> (usize, usize) {
+        match self.ggml_block() {
+            (1, bytes) => (1, bytes),
+            (per, bytes) => (per, bytes.next_multiple_of(4)),
         }
     }
 
