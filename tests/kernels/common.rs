@@ -84,6 +84,16 @@ pub fn matmul_ref(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32
     y
 }
 
+/// CPU reference: each row of x (rows of gamma.len()) RMS-normalized, scaled by gamma.
+pub fn rmsnorm_ref(x: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
+    x.chunks(gamma.len())
+        .flat_map(|r| {
+            let inv = 1.0 / (r.iter().map(|v| (v * v) as f64).sum::<f64>() / r.len() as f64 + eps as f64).sqrt();
+            r.iter().zip(gamma).map(move |(v, g)| (*v as f64 * inv * *g as f64) as f32)
+        })
+        .collect()
+}
+
 pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
