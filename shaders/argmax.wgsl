@@ -1,14 +1,24 @@
 // Greedy sampling on the GPU: out[0] = the index of the largest logit (lowest index on ties),
-// so decode reads back 4 bytes instead of the vocabulary. Constants: V, WG_THREADS; the
-// reduction from lib/argmax_reduce.
+// so decode reads back 4 bytes instead of the vocabulary. GROUPS workgroups each reduce a slice
+// of the logits and publish (value, index) through atomics (coherent across workgroups); the
+// last workgroup to finish, found by a counter, reduces the GROUPS candidates and resets the
+// counter for the next step. One dispatch, and every SM helps scan a large vocabulary.
+// Constants: V, GROUPS (<= WG_THREADS), WG_THREADS; the reduction from lib/argmax_reduce.
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+// [value bits, index] per workgroup, then the finished-workgroup counter.
+@group(0) @binding(2) var<storage, read_write> candidates: array<atomic<u32>>;
+
+const SLICE: u32 = (V + GROUPS - 1u) / GROUPS;
+
+var<workgroup> finished: u32;
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var bv = -3.0e38;
     var bi = 0xffffffffu;
-    for (var i = lid; i < V; i += WG_THREADS) {
+    let end = min(V, (wg.x + 1u) * SLICE);
+    for (var i = wg.x * SLICE + lid; i < end; i += WG_THREADS) {
         let v = logits[i];
         if (v > bv) {
             bv = v;
@@ -17,6 +27,26 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     }
     let best = wg_argmax(lid, bv, bi);
     if (lid == 0u) {
-        out[0] = best;
+        atomicStore(&candidates[2u * wg.x], bitcast<u32>(best_v[0]));
+        atomicStore(&candidates[2u * wg.x + 1u], best);
+    }
+    storageBarrier();
+    if (lid == 0u) {
+        finished = atomicAdd(&candidates[2u * GROUPS], 1u);
+    }
+    if (workgroupUniformLoad(&finished) != GROUPS - 1u) {
+        return;
+    }
+    storageBarrier();
+    bv = -3.0e38;
+    bi = 0xffffffffu;
+    if (lid < GROUPS) {
+        bv = bitcast<f32>(atomicLoad(&candidates[2u * lid]));
+        bi = atomicLoad(&candidates[2u * lid + 1u]);
+    }
+    let winner = wg_argmax(lid, bv, bi);
+    if (lid == 0u) {
+        out[0] = winner;
+        atomicStore(&candidates[2u * GROUPS], 0u);
     }
 }

@@ -1,21 +1,28 @@
 // Attention for short contexts: one workgroup per (query head, token) keeps every score of its
-// row in workgroup memory (at most PLAIN_MAX), then softmax and the weighted sum of V. The sum
-// is split over PARTS = WG_THREADS / HD groups of threads, each taking every PARTS-th position,
-// so decode (one token, few heads) still keeps the whole workgroup busy.
+// row in workgroup memory (at most PLAIN_MAX), then softmax and the weighted sum of V (split
+// over thread groups by lib/attention_combine, so decode with few heads keeps the whole
+// workgroup busy). Scores are one position per thread, K read as vec4s.
 // Grouped-query attention: query head h reads KV head h / (HQ / HKV).
 // The token at absolute position pos sees positions kv_lo ..= pos (causal, and what the ring
-// still holds). Constants: HD (<= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX, SCALE, WG_THREADS;
-// lib/attention_combine.
+// still holds). Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX,
+// SCALE, WG_THREADS.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<f32>;
-@group(0) @binding(3) var<storage, read> v_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
-
-const PARTS: u32 = WG_THREADS / HD;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
 
 var<workgroup> scores: array<f32, PLAIN_MAX>;
-var<workgroup> qs: array<f32, HD>;
+var<workgroup> qs: array<vec4<f32>, D4>;
+var<private> kv_lo: u32;
+
+fn slot_at(j: u32) -> u32 {
+    return (kv_lo + j) % CAP;
+}
+
+fn w_at(j: u32) -> f32 {
+    return scores[j];
+}
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -23,20 +30,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let t = wg.y;
     let kvh = h / (HQ / HKV);
     let pos = step.start_pos + t;
-    let lo = step.kv_lo;
-    let n = pos + 1u - lo;
-    let qo = (t * HQ + h) * HD;
-    for (var d = lid; d < HD; d += WG_THREADS) {
-        qs[d] = q[qo + d] * SCALE;
+    kv_lo = step.kv_lo;
+    let n = pos + 1u - kv_lo;
+    let qo = (t * HQ + h) * D4;
+    for (var e = lid; e < D4; e += WG_THREADS) {
+        qs[e] = q[qo + e] * SCALE;
     }
     workgroupBarrier();
     var mx = -3.0e38;
     for (var j = lid; j < n; j += WG_THREADS) {
-        let ko = (((lo + j) % CAP) * HKV + kvh) * HD;
-        var s = 0.0;
-        for (var d = 0u; d < HD; d++) {
-            s += qs[d] * k_cache[ko + d];
-        }
+        let s = score(slot_at(j), kvh);
         scores[j] = s;
         mx = max(mx, s);
     }
@@ -48,13 +51,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         sum += e;
     }
     sum = wg_sum(lid, sum); // its barriers also publish scores
-    let d = lid % HD;
-    let part = lid / HD;
-    var acc = 0.0;
-    if (part < PARTS) {
-        for (var j = part; j < n; j += PARTS) {
-            acc += scores[j] * v_cache[(((lo + j) % CAP) * HKV + kvh) * HD + d];
-        }
-    }
+    let acc = v_part(lid / D4, n, kvh, lid % D4);
     combine_parts(lid, acc, sum, qo);
 }

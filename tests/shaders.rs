@@ -3,7 +3,7 @@
 
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
-use wginfer::ops::linear::{sources, LinearConfig, LinearShape};
+use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape};
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
     argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, sample, WeightType,
@@ -18,28 +18,36 @@ fn validate(label: &str, src: &str) {
 
 #[test]
 fn every_kernel_variant_validates() {
+    // Portable, subgroup shuffles (lanes within one subgroup), subgroup sums (lanes spanning
+    // subgroups), each at a GEMV shape per weight and at a fixed wide one.
     let portable = LinearConfig::default();
-    let subgroups = LinearConfig { subgroups: true, ..portable };
+    let shuffle = LinearConfig { subgroups: Some((32, 32)), ..portable };
+    let spanning = LinearConfig { subgroups: Some((8, 8)), ..portable };
+    let wide = GemvShape { lanes: 256, rows: 2, threads: 256 };
+    let coop = LinearConfig { coop: Some(32), ..shuffle };
+    let configs: Vec<LinearConfig> = [portable, shuffle, spanning, coop]
+        .into_iter()
+        .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
+        .collect();
     let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, cache_slots: 4096 };
     use WeightType::*;
     for ty in [F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K] {
-        let lib = ty.lib();
         let linear: [(&str, Defs); 3] = [
             ("matmul", matmul::defs(true, 896, 0)),
             ("qkv_rope", qkv_rope::defs(&heads, true)),
             ("swiglu", Defs::new()),
         ];
         for (name, defs) in linear {
-            for cfg in [&portable, &subgroups] {
+            for cfg in &configs {
                 for norm_eps in [None, Some(1e-6)] {
                     let shape = LinearShape { k: 1024, n: 1152, rows_from_step: true, norm_eps };
-                    for (i, src) in sources(name, &defs, lib, &shape, cfg).iter().enumerate() {
+                    for (i, src) in sources(name, &defs, ty, &shape, cfg).iter().enumerate() {
                         validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} variant {i}"), src);
                     }
                 }
             }
         }
-        validate("embedding", &embedding::source(lib, 896, 0, 151936));
+        validate("embedding", &embedding::source(ty.lib(), 896, 0, 151936));
     }
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));

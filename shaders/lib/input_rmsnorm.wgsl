@@ -36,3 +36,15 @@ fn prepare_input(lid: u32, m0: u32, count: u32) {
 fn load_x4(r: u32, m: u32, k: u32) -> vec4<f32> {
     return x[(m * K + k) / 4u] * inv_rms[r] * gamma[k / 4u];
 }
+
+// The GEMV core's view: its lane group reads all of a row of x, so it sums x^2 on the way
+// (ss, the row's total) and scales its dot products of (x * gamma) by 1/rms once at the end.
+const NORMED: bool = true;
+
+fn gemv_weigh(xr: W8, k: u32) -> W8 {
+    return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
+}
+
+fn gemv_scale(ss: f32) -> f32 {
+    return inverseSqrt(ss / f32(K) + EPS);
+}

@@ -1,8 +1,8 @@
 // Sum over each aligned group of LANES invocations through workgroup memory (a tree of
 // barriers). The result is valid in the group's lane 0.
-var<workgroup> red: array<f32, WG_THREADS>;
+var<workgroup> red: array<vec4<f32>, WG_THREADS>;
 
-fn lanes_sum(lid: u32, lane: u32, v: f32) -> f32 {
+fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
     red[lid] = v;
     workgroupBarrier();
     for (var s = LANES / 2u; s > 0u; s >>= 1u) {

@@ -1,9 +1,20 @@
 // GEMV core for one or a few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k].
-// A workgroup computes R output columns; LANES threads share one weight row and read it
-// coalesced, then reduce. Results reach the kernel's store_pair in pairs (n, n+1), n even.
-// Needs from the kernel: x, w, step, store_pair; lanes_sum from lib/lanes_portable or
-// lib/lanes_subgroup; prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm. Constants: K, N, R (even), LANES, WG_THREADS = R * LANES.
-var<workgroup> row_sums: array<f32, R>;
+// A lane group (LANES threads) computes RPG consecutive outputs. Each lane takes 8 values of a
+// weight row per step (one 16-byte load for f16), strided by LANES * 8 so the group reads each
+// row coalesced; a step issues RPG independent loads and reuses the lane's 8 x values for all
+// of them. The group's partial sums are reduced by lanes_sum (subgroup shuffles where LANES fits
+// in a subgroup: no barrier), and outputs reach the kernel's store_pair as pairs (n, n + 1).
+// An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
+// also sum x^2 and the dot products are scaled by 1/rms at the end (lib/input_*).
+// Needs from the kernel: x (array<vec4<f32>>), w, step, store_pair; w_load8 from the weight
+// piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/input_*.
+// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
+const GROUPS: u32 = WG_THREADS / LANES;
+const WG_ROWS: u32 = GROUPS * RPG;
+const STRIDE: u32 = LANES * 8u;
+const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
+
+var<workgroup> row_sums: array<f32, WG_ROWS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -13,27 +24,40 @@ fn main(
 ) {
     // Large outputs (an LM head) need more than 65535 workgroups: the grid is 2-D.
     let group = wg.y * groups.x + wg.x;
-    let r = lid / LANES;
+    let g = lid / LANES;
     let lane = lid % LANES;
-    let n = group * R + r;
+    let n0 = group * WG_ROWS + g * RPG;
     let rows = select(1u, step.n_tokens, ROWS_FROM_STEP);
-    prepare_input(lid, 0u, rows);
     for (var m = 0u; m < rows; m++) {
-        var acc = 0.0;
-        if (n < N) {
-            for (var k = lane * 4u; k < K; k += LANES * 4u) {
-                acc += dot(w_load4(n * K + k), load_x4(m, m, k));
+        var acc = vec4<f32>(0.0);
+        var ss = 0.0;
+        for (var c = 0u; c < CHUNKS; c++) {
+            let k = c * STRIDE + lane * 8u;
+            if (k < K) {
+                let i = (m * K + k) / 4u;
+                let xr = W8(x[i], x[i + 1u]);
+                ss += dot8(xr, xr);
+                let xv = gemv_weigh(xr, k);
+                for (var r = 0u; r < RPG; r++) {
+                    // Rows past N read row N - 1 (valid memory); their sums are never stored.
+                    acc[r] += dot8(w_load8(min(n0 + r, N - 1u) * K + k), xv);
+                }
             }
         }
-        let total = lanes_sum(lid, lane, acc);
+        var sums = lanes_sum(lid, lane, acc);
+        if (NORMED) {
+            sums *= gemv_scale(lanes_sum(lid, lane, vec4<f32>(ss, 0.0, 0.0, 0.0)).x);
+        }
         if (lane == 0u) {
-            row_sums[r] = total;
+            for (var r = 0u; r < RPG; r++) {
+                row_sums[g * RPG + r] = sums[r];
+            }
         }
         workgroupBarrier();
-        if (lid < R / 2u) {
-            let n2 = group * R + lid * 2u;
-            if (n2 < N) {
-                store_pair(m, n2, row_sums[lid * 2u], row_sums[lid * 2u + 1u]);
+        if (lid < WG_ROWS / 2u) {
+            let n = group * WG_ROWS + lid * 2u;
+            if (n < N) {
+                store_pair(m, n, row_sums[lid * 2u], row_sums[lid * 2u + 1u]);
             }
         }
         workgroupBarrier();

@@ -57,6 +57,10 @@ struct E2eArgs {
     json: bool,
     #[arg(long)]
     adapter: Option<usize>,
+    /// Time every kernel with GPU timestamps (slows the step a little) and print the last
+    /// decode step's breakdown to stderr.
+    #[arg(long)]
+    profile: bool,
 }
 
 #[derive(Args, Debug)]
@@ -136,7 +140,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn e2e(a: &E2eArgs) -> Result<()> {
     let longest = a.prefill.iter().copied().max().unwrap_or(16).max(16);
-    let forward = ForwardOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
+    let forward =
+        ForwardOptions { context: (longest + a.decode + 16) as u32, profile: a.profile, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward: forward.clone() };
     let (mut engine, label) = match (&a.model, &a.synthetic) {
         (Some(path), _) => (Engine::load(path, &opts)?, path.display().to_string()),
@@ -184,6 +189,9 @@ fn e2e(a: &E2eArgs) -> Result<()> {
             })
             .collect::<Result<Vec<_>>>()?,
     );
+    if a.profile {
+        super::print_profile(&engine.forward);
+    }
     let f = &engine.forward;
     let (launches, submits) = (f.last_launches, f.last_submits);
     let weights_mib = f.weights.gpu_bytes() as f64 / (1 << 20) as f64;
@@ -211,8 +219,26 @@ adapter: {} ({:?})",
     Ok(())
 }
 
-/// GEMV shapes (rows per workgroup, lanes per row) `--sweep` tries, llm.c style.
-const GEMV_VARIANTS: [(u32, u32); 4] = [(2, 128), (4, 64), (8, 32), (16, 16)];
+/// Bytes of weight copies the GEMV timing cycles through: several times the largest last
+/// level caches (H200: 60 MiB).
+const COLD_BYTES: usize = 512 << 20;
+
+/// GEMV shapes (lanes per row, outputs per lane group, threads) `--sweep` tries besides the
+/// heuristic's, llm.c style.
+const GEMV_VARIANTS: [(u32, u32, u32); 12] = [
+    (16, 1, 256),
+    (16, 2, 256),
+    (16, 4, 256),
+    (32, 1, 256),
+    (32, 2, 256),
+    (32, 4, 256),
+    (64, 2, 256),
+    (64, 4, 256),
+    (128, 1, 256),
+    (128, 2, 256),
+    (256, 2, 256),
+    (32, 2, 128),
+];
 
 fn kernels(k: &KernelArgs) -> Result<()> {
     let gpu = Gpu::new(&GpuOptions { adapter: k.adapter, ..Default::default() })?;
@@ -226,13 +252,11 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     };
     let heuristic = LinearConfig::for_adapter(&gpu.caps);
     let configs: Vec<LinearConfig> = if k.sweep {
-        GEMV_VARIANTS
-            .iter()
-            .map(|&(r, lanes)| LinearConfig {
-                gemv: GemvShape { rows_per_group: r, lanes },
-                subgroups: gpu.caps.subgroup && gpu.caps.max_subgroup_size <= lanes,
+        std::iter::once(heuristic)
+            .chain(GEMV_VARIANTS.iter().map(|&(lanes, rows, threads)| LinearConfig {
+                gemv: Some(GemvShape { lanes, rows, threads }),
                 ..heuristic
-            })
+            }))
             .collect()
     } else {
         vec![heuristic]
@@ -240,28 +264,35 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     if !k.json {
         println!("adapter: {} ({:?})", gpu.info.name, gpu.info.backend);
         println!(
-            "{:<14} {:<8} {:>14} {:>6} {:>9} {:>10} {:>10} {:>9}",
-            "model", "matrix", "shape", "type", "gemv RxL", "median us", "spread us", "GB/s"
+            "{:<14} {:<8} {:>14} {:>6} {:>12} {:>10} {:>10} {:>9}",
+            "model", "matrix", "shape", "type", "gemv shape", "median us", "spread us", "GB/s"
         );
     }
     let step = Step::buffer(&gpu)?;
     Step { n_tokens: 1, ..Default::default() }.write(&gpu, &step);
-    let mut first = true;
     for &(model, matrix, rows, cols) in shapes {
         for &ty in &types {
             let Some(row_bytes) = ty.row_bytes(cols) else { continue };
-            let w = Weight::upload(&gpu, matrix, ty, rows, cols, &pseudo_random_bytes(rows * row_bytes))?;
+            // Enough copies of the weight that the timed loop reads DRAM, not the last level
+            // cache (a decode step reads ~1 GB of distinct weights).
+            let copies = if k.quick { 1 } else { (COLD_BYTES / (rows * row_bytes)).clamp(1, 64) };
+            let bytes = pseudo_random_bytes(rows * row_bytes);
+            let ws = (0..copies)
+                .map(|_| Weight::upload(&gpu, matrix, ty, rows, cols, &bytes))
+                .collect::<Result<Vec<_>>>()?;
             let x = gpu.storage("x", cols as u64 * 4)?;
             let y = gpu.storage("y", rows as u64 * 4)?;
             for cfg in &configs {
-                let op = Matmul::new(&gpu, cfg, &w, &step, &x, &y, false, false)?;
-                // Warm-up: compile on the driver; the first case also runs half a second so the
-                // GPU leaves its idle clocks before anything is timed.
-                let warm_for = std::time::Duration::from_millis(if first { 500 } else { 0 });
+                let ops = ws
+                    .iter()
+                    .map(|w| Matmul::new(&gpu, cfg, w, &step, &x, &y, false, false))
+                    .collect::<Result<Vec<_>>>()?;
+                // Warm-up: compile on the driver and keep the GPU busy long enough to leave its
+                // idle clocks (uploading the copies above left it idle).
+                let warm_for = std::time::Duration::from_millis(if k.quick { 0 } else { 200 });
                 let warm_start = std::time::Instant::now();
-                first = false;
                 loop {
-                    gpu.run_pass(|p| (0..5).for_each(|_| op.record(p, 1)))?;
+                    gpu.run_pass(|p| ops.iter().for_each(|op| op.record(p, 1)))?;
                     if warm_start.elapsed() >= warm_for {
                         break;
                     }
@@ -270,9 +301,9 @@ fn kernels(k: &KernelArgs) -> Result<()> {
                 {
                     let mut pass = enc.begin_compute_pass(&Default::default());
                     prof.begin();
-                    for _ in 0..k.reps {
+                    for i in 0..k.reps {
                         prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
-                        op.record(&mut pass, 1);
+                        ops[i as usize % copies].record(&mut pass, 1);
                     }
                     prof.finish(&mut pass);
                 }
@@ -282,18 +313,18 @@ fn kernels(k: &KernelArgs) -> Result<()> {
                 ns.sort_by(f64::total_cmp);
                 let median = ns[ns.len() / 2];
                 let spread = ns[ns.len() * 9 / 10] - ns[ns.len() / 10];
-                let bytes = w.gpu_bytes() + (cols + rows) as u64 * 4;
+                let bytes = ws[0].gpu_bytes() + (cols + rows) as u64 * 4;
                 let gbs = bytes as f64 / median;
-                let variant = format!("{}x{}", cfg.gemv.rows_per_group, cfg.gemv.lanes);
+                let variant = cfg.gemv_shape(cols as u32, rows as u32).to_string();
                 if k.json {
                     let v = json!({"kernel": "gemv", "model": model, "matrix": matrix, "rows": rows, "cols": cols,
-                        "type": ty.name(), "gemv": variant, "subgroups": cfg.subgroups, "median_us": median / 1e3,
+                        "type": ty.name(), "gemv": variant, "heuristic": cfg.gemv.is_none(), "median_us": median / 1e3,
                         "p10_p90_us": spread / 1e3, "bytes": bytes, "gb_s": gbs});
                     println!("{v}");
                 } else {
                     let shape = format!("{rows}x{cols}");
                     println!(
-                        "{model:<14} {matrix:<8} {shape:>14} {:>6} {variant:>9} {:>10.2} {:>10.2} {gbs:>9.1}",
+                        "{model:<14} {matrix:<8} {shape:>14} {:>6} {variant:>12} {:>10.2} {:>10.2} {gbs:>9.1}",
                         ty.name(),
                         median / 1e3,
                         spread / 1e3

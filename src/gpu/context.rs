@@ -15,6 +15,8 @@ pub struct GpuOptions {
     pub backends: Option<wgpu::Backends>,
     /// Treat the adapter as having no SHADER_F16 / SUBGROUP (tests the portable path).
     pub portable: bool,
+    /// Do not use cooperative matrices even where the adapter has them (tests the tiled core).
+    pub no_coop_matrix: bool,
     /// Lower the storage-binding limit the engine plans with (tests tensor splitting).
     pub max_binding_override: Option<u64>,
 }
@@ -24,9 +26,11 @@ pub struct GpuOptions {
 pub struct Caps {
     pub shader_f16: bool,
     pub subgroup: bool,
+    pub min_subgroup_size: u32,
     pub max_subgroup_size: u32,
     pub timestamp: bool,
     pub timestamp_in_pass: bool,
+    /// Cooperative matrices (16x16 f16, f32 accumulation) are enabled on the device.
     pub coop_matrix: bool,
     /// Largest range one storage binding may cover (bytes).
     pub max_binding: u64,
@@ -99,17 +103,36 @@ impl Gpu {
         let mut wanted = wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        // Tensor cores through cooperative matrices: only for the configuration the kernel uses
+        // (16x16x16, f16 in, f32 accumulation), with f16 and a fixed subgroup size.
+        let coop_ok = adapter.cooperative_matrix_properties().iter().any(|p| {
+            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                && p.ab_type == wgpu::CooperativeScalarType::F16
+                && p.cr_type == wgpu::CooperativeScalarType::F32
+        }) && info.subgroup_min_size == info.subgroup_max_size;
         if !opts.portable {
             wanted |= wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+            if coop_ok && !opts.no_coop_matrix {
+                wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            }
         }
         let features = offered & wanted;
+        let coop_matrix = features.contains(
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP,
+        );
         // Ask for what the adapter really has, not WebGPU's defaults (128 MiB bindings etc.).
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("wginfer"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            // SAFETY: the only experimental feature requested is cooperative matrices, used by
+            // one kernel (lib/linear_coop) that the tests check against a CPU reference.
+            experimental_features: if coop_matrix {
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -121,10 +144,11 @@ impl Gpu {
         let caps = Caps {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroup: features.contains(wgpu::Features::SUBGROUP),
+            min_subgroup_size: info.subgroup_min_size,
             max_subgroup_size: info.subgroup_max_size,
             timestamp: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_in_pass: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
-            coop_matrix: offered.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            coop_matrix,
             max_binding,
             max_buffer: limits.max_buffer_size,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,

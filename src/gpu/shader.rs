@@ -16,6 +16,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight_q5_0", include_str!("../../shaders/lib/weight_q5_0.wgsl")),
     ("lib/weight_q4_k", include_str!("../../shaders/lib/weight_q4_k.wgsl")),
     ("lib/weight_q6_k", include_str!("../../shaders/lib/weight_q6_k.wgsl")),
+    ("lib/weight_load8", include_str!("../../shaders/lib/weight_load8.wgsl")),
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
     ("lib/input_plain", include_str!("../../shaders/lib/input_plain.wgsl")),
     ("lib/input_rmsnorm", include_str!("../../shaders/lib/input_rmsnorm.wgsl")),
@@ -23,6 +24,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/attention_combine", include_str!("../../shaders/lib/attention_combine.wgsl")),
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),
     ("lib/linear_gemv", include_str!("../../shaders/lib/linear_gemv.wgsl")),
+    ("lib/linear_coop", include_str!("../../shaders/lib/linear_coop.wgsl")),
     ("lib/lanes_portable", include_str!("../../shaders/lib/lanes_portable.wgsl")),
     ("lib/lanes_subgroup", include_str!("../../shaders/lib/lanes_subgroup.wgsl")),
     ("embedding", include_str!("../../shaders/embedding.wgsl")),
@@ -79,10 +81,19 @@ pub fn assemble(name: &str, defs: &Defs, libs: &[&str]) -> String {
         s.push_str(line);
         s.push('\n');
     }
-    s.push_str(file("lib/common"));
+    let mut body = String::from(file("lib/common"));
     for lib in libs {
-        s.push_str(file(lib));
+        body.push_str(file(lib));
     }
-    s.push_str(file(name));
-    s
+    body.push_str(file(name));
+    // `enable` directives must precede every declaration.
+    let (mut enables, rest): (Vec<&str>, Vec<&str>) = body.lines().partition(|l| l.starts_with("enable "));
+    enables.sort();
+    enables.dedup();
+    let mut out = enables.join("\n");
+    out.push('\n');
+    out.push_str(&s);
+    out.push_str(&rest.join("\n"));
+    out.push('\n');
+    out
 }

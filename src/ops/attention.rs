@@ -75,12 +75,14 @@ impl Attention {
         );
         let wg = super::attention_plain::WG_THREADS;
         anyhow::ensure!(
-            h.head_dim <= wg,
-            "head_dim {} is larger than the {wg} the attention kernels support",
-            h.head_dim
+            h.head_dim.is_multiple_of(4) && h.head_dim <= 4 * wg,
+            "head_dim {}: the attention kernels need a multiple of 4, at most {}",
+            h.head_dim,
+            4 * wg
         );
-        // The plain kernel keeps `threshold` scores, the query and two rows of partial sums on chip.
-        let wg_bytes = 4 * (threshold + h.head_dim + 2 * wg);
+        // The plain kernel keeps `threshold` scores, the query, a row of reduction values and a
+        // vec4 of partial sums per thread on chip.
+        let wg_bytes = 4 * (threshold + h.head_dim + wg) + 16 * wg;
         anyhow::ensure!(
             wg_bytes <= gpu.caps.max_workgroup_storage,
             "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",

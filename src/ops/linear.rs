@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::{grid, groups};
+use super::{grid, groups, WeightType};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
@@ -40,16 +40,47 @@ impl Tiles {
     }
 }
 
-/// Shape of the GEMV (decode) core: R output columns per workgroup, LANES threads per column.
+/// Shape of the GEMV (decode) core: `lanes` threads share each weight row, every lane group
+/// computes `rows` consecutive outputs, `threads` per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvShape {
-    pub rows_per_group: u32,
     pub lanes: u32,
+    pub rows: u32,
+    pub threads: u32,
 }
 
-impl Default for GemvShape {
-    fn default() -> Self {
-        GemvShape { rows_per_group: 4, lanes: 64 }
+impl GemvShape {
+    /// The default for a `[n, k]` weight, from the H200 sweep in docs/PERF.md: many rows want
+    /// short lane groups (more rows in flight), few rows want long ones (more loads per row in
+    /// flight); one output per lane group.
+    pub fn heuristic(_k: u32, n: u32) -> GemvShape {
+        let lanes = if n >= 8192 { 16 } else { 128 };
+        GemvShape { lanes, rows: 1, threads: 256 }
+    }
+
+    /// Outputs per workgroup.
+    pub fn workgroup_rows(&self) -> u32 {
+        self.threads / self.lanes * self.rows
+    }
+
+    pub fn check(&self) -> Result<()> {
+        let ok = self.lanes.is_power_of_two()
+            && self.threads.is_power_of_two()
+            && self.lanes <= self.threads
+            && self.threads <= 256
+            && matches!(self.rows, 1 | 2 | 4)
+            && self.workgroup_rows().is_multiple_of(2);
+        anyhow::ensure!(
+            ok,
+            "GEMV shape {self:?} is invalid (powers of two, lanes <= threads <= 256, rows 1, 2 or 4, even outputs per workgroup)"
+        );
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for GemvShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}l{}r{}t", self.lanes, self.rows, self.threads)
     }
 }
 
@@ -60,17 +91,39 @@ pub const GEMV_MAX_ROWS: u32 = 4;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinearConfig {
     pub tiles: Tiles,
-    pub gemv: GemvShape,
-    /// Reduce GEMV rows with subgroup operations instead of a workgroup-memory tree.
-    pub subgroups: bool,
+    /// One GEMV shape for every weight; `None` picks `GemvShape::heuristic` per weight.
+    pub gemv: Option<GemvShape>,
+    /// The adapter's subgroup sizes (smallest, largest) when GEMV rows may be reduced with
+    /// subgroup operations; `None` reduces through workgroup memory.
+    pub subgroups: Option<(u32, u32)>,
+    /// The subgroup size when prefill matmuls run on tensor cores (lib/linear_coop) instead of
+    /// the tiled core.
+    pub coop: Option<u32>,
 }
 
+/// The tensor-core core's tile: COOP_SGM x COOP_SGN subgroups of 32 x 32 outputs, k in slices
+/// of COOP_TK.
+const COOP_SGM: u32 = 2;
+const COOP_SGN: u32 = 2;
+const COOP_TK: u32 = 32;
+
 impl LinearConfig {
-    /// The heuristic choice for an adapter: subgroup reductions where subgroups exist and are
-    /// no wider than a GEMV row's lanes.
+    /// The heuristic choice for an adapter: subgroup reductions where subgroups exist.
     pub fn for_adapter(caps: &Caps) -> LinearConfig {
-        let gemv = GemvShape::default();
-        LinearConfig { subgroups: caps.subgroup && caps.max_subgroup_size <= gemv.lanes, gemv, ..Default::default() }
+        let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
+        let coop = caps.coop_matrix.then_some(caps.max_subgroup_size);
+        LinearConfig { subgroups, coop, ..Default::default() }
+    }
+
+    /// The subgroup size if a weight of this type is multiplied on tensor cores: every type but
+    /// f32, whose user asked for f32 arithmetic (the tensor-core path rounds x and W to f16).
+    pub fn coop_for(&self, weight: WeightType) -> Option<u32> {
+        self.coop.filter(|_| weight != WeightType::F32)
+    }
+
+    /// The GEMV shape for a `[n, k]` weight.
+    pub fn gemv_shape(&self, k: u32, n: u32) -> GemvShape {
+        self.gemv.unwrap_or_else(|| GemvShape::heuristic(k, n))
     }
 }
 
@@ -79,7 +132,9 @@ pub struct LinearKernels {
     pub gemv: Kernel,
     pub tiled: Kernel,
     n: u32,
-    cfg: LinearConfig,
+    /// (rows, columns) of one workgroup's output tile in the tiled variant.
+    tile: (u32, u32),
+    gemv_rows: u32,
 }
 
 /// An RMSNorm fused into a linear kernel's input: its weight (f32, one per input column).
@@ -102,11 +157,20 @@ pub struct LinearShape {
     pub norm_eps: Option<f32>,
 }
 
+/// How a GEMV lane group is reduced: subgroup shuffles when it fits in the smallest subgroup,
+/// subgroup sums when it spans whole subgroups, else workgroup memory.
+fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'static str, Defs) {
+    match subgroups {
+        Some((smallest, _)) if lanes <= smallest => ("lib/lanes_subgroup", defs.bool("SHUFFLE", true)),
+        Some((_, largest)) if lanes >= largest => ("lib/lanes_subgroup", defs.bool("SHUFFLE", false)),
+        _ => ("lib/lanes_portable", defs),
+    }
+}
+
 /// WGSL of `name` in both variants; `defs` carries the kernel's own constants.
-pub fn sources(name: &str, defs: &Defs, lib_weight: &str, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
+pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
     let t = cfg.tiles;
-    let g = cfg.gemv;
-    let lanes = if cfg.subgroups { "lib/lanes_subgroup" } else { "lib/lanes_portable" };
+    let g = cfg.gemv_shape(s.k, s.n);
     let input = if s.norm_eps.is_some() { "lib/input_rmsnorm" } else { "lib/input_plain" };
     let common = |d: Defs, norm_rows: u32, threads: u32| {
         let d = d.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
@@ -115,23 +179,37 @@ pub fn sources(name: &str, defs: &Defs, lib_weight: &str, s: &LinearShape, cfg: 
             None => d,
         }
     };
-    let gemv_threads = g.rows_per_group * g.lanes;
-    let gemv_defs = common(defs.clone(), GEMV_MAX_ROWS, gemv_threads)
-        .u32("R", g.rows_per_group)
+    let gemv_defs = common(defs.clone(), GEMV_MAX_ROWS, g.threads)
         .u32("LANES", g.lanes)
-        .u32("WG_THREADS", gemv_threads);
-    let tiled_defs = common(defs.clone(), t.tm, t.wg_x * t.wg_y)
-        .u32("TM", t.tm)
-        .u32("TN", t.tn)
-        .u32("TK", t.tk)
-        .u32("WG_X", t.wg_x)
-        .u32("WG_Y", t.wg_y)
-        .u32("RM", t.tm / t.wg_y)
-        .u32("RN", t.tn / t.wg_x);
-    [
-        assemble(name, &gemv_defs, &[lib_weight, lanes, input, "lib/linear_gemv"]),
-        assemble(name, &tiled_defs, &[lib_weight, input, "lib/linear_tiled"]),
-    ]
+        .u32("RPG", g.rows)
+        .u32("WG_THREADS", g.threads);
+    let (lanes, gemv_defs) = lanes_piece(g.lanes, cfg.subgroups, gemv_defs);
+    let w = weight.libs();
+    let tiled = match cfg.coop_for(weight) {
+        Some(sg) => {
+            let threads = COOP_SGM * COOP_SGN * sg;
+            let d = common(defs.clone(), 32 * COOP_SGM, threads)
+                .u32("TM", 32 * COOP_SGM)
+                .u32("TN", 32 * COOP_SGN)
+                .u32("TK", COOP_TK)
+                .u32("SG", sg)
+                .u32("SGN", COOP_SGN)
+                .u32("WG_THREADS", threads);
+            assemble(name, &d, &[w, &[input, "lib/linear_coop"]].concat())
+        }
+        None => {
+            let d = common(defs.clone(), t.tm, t.wg_x * t.wg_y)
+                .u32("TM", t.tm)
+                .u32("TN", t.tn)
+                .u32("TK", t.tk)
+                .u32("WG_X", t.wg_x)
+                .u32("WG_Y", t.wg_y)
+                .u32("RM", t.tm / t.wg_y)
+                .u32("RN", t.tn / t.wg_x);
+            assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
+        }
+    };
+    [assemble(name, &gemv_defs, &[w, &[lanes, input, "lib/linear_gemv"]].concat()), tiled]
 }
 
 impl LinearKernels {
@@ -140,22 +218,29 @@ impl LinearKernels {
         gpu: &Gpu,
         name: &'static str,
         defs: &Defs,
-        lib_weight: &str,
+        weight: WeightType,
         shape: &LinearShape,
         cfg: &LinearConfig,
     ) -> Result<Self> {
         cfg.tiles.check()?;
-        let [g, t] = sources(name, defs, lib_weight, shape, cfg);
+        anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
+        let gemv_shape = cfg.gemv_shape(shape.k, shape.n);
+        gemv_shape.check()?;
+        let [g, t] = sources(name, defs, weight, shape, cfg);
         let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);
-        Ok(LinearKernels { gemv, tiled, n: shape.n, cfg: *cfg })
+        let tile = match cfg.coop_for(weight) {
+            Some(_) => (32 * COOP_SGM, 32 * COOP_SGN),
+            None => (cfg.tiles.tm, cfg.tiles.tn),
+        };
+        Ok(LinearKernels { gemv, tiled, n: shape.n, tile, gemv_rows: gemv_shape.workgroup_rows() })
     }
 
     /// Which variant serves `rows` rows, and its workgroup counts.
     pub fn plan(&self, rows: u32) -> (bool, [u32; 3]) {
         if rows <= GEMV_MAX_ROWS {
-            (true, grid(groups(self.n, self.cfg.gemv.rows_per_group)))
+            (true, grid(groups(self.n, self.gemv_rows)))
         } else {
-            (false, [groups(self.n, self.cfg.tiles.tn), groups(rows, self.cfg.tiles.tm), 1])
+            (false, [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1])
         }
     }
 }

@@ -35,8 +35,7 @@ impl Matmul {
             .iter()
             .map(|p| {
                 let shape = LinearShape { k: w.cols, n: p.rows, rows_from_step, norm_eps: None };
-                let k =
-                    LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty.lib(), &shape, cfg)?;
+                let k = LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty, &shape, cfg)?;
                 Ok(BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None))
             })
             .collect::<Result<_>>()?;

@@ -63,7 +63,7 @@ impl QkvRope {
             h.kv_dim()
         );
         let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: b.norm.map(|n| n.eps) };
-        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty.lib(), &shape, cfg)?;
+        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty, &shape, cfg)?;
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias = b.bias.unwrap_or(b.inv_freq);
         let buffers = [b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache];

@@ -24,7 +24,7 @@ impl SwiGlu {
     ) -> Result<SwiGlu> {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
         let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: norm.map(|n| n.eps) };
-        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty.lib(), &shape, cfg)?;
+        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty, &shape, cfg)?;
         Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm.map(|n| n.weight))))
     }
 

@@ -1,5 +1,5 @@
 //! Weights on the GPU. The storage type is a property of each weight; kernels read any type
-//! through `w_load4` from `shaders/lib/weight_<type>.wgsl`. A weight larger than one storage
+//! through `w_load4` / `w_load8` from `shaders/lib/weight_<type>.wgsl`. A weight larger than one storage
 //! binding is split by rows into parts, never truncated.
 
 use anyhow::{bail, Context, Result};
@@ -55,18 +55,24 @@ impl WeightType {
         cols.is_multiple_of(per).then(|| cols / per * size)
     }
 
+    /// The shader pieces that define `WElem`, `w_load4` and `w_load8` for this type (f16 loads
+    /// eight values at once; the others pair two loads of four).
+    pub fn libs(self) -> &'static [&'static str] {
+        match self {
+            WeightType::F32 => &["lib/weight_f32", "lib/weight_load8"],
+            WeightType::F16 => &["lib/weight_f16"],
+            WeightType::Q8_0 => &["lib/weight_q8_0", "lib/weight_load8"],
+            WeightType::Q4_0 => &["lib/weight_q4_0", "lib/weight_load8"],
+            WeightType::Q4_1 => &["lib/weight_q4_1", "lib/weight_load8"],
+            WeightType::Q5_0 => &["lib/weight_q5_0", "lib/weight_load8"],
+            WeightType::Q4_K => &["lib/weight_q4_k", "lib/weight_load8"],
+            WeightType::Q6_K => &["lib/weight_q6_k", "lib/weight_load8"],
+        }
+    }
+
     /// The shader piece that defines `WElem` and `w_load4` for this type.
     pub fn lib(self) -> &'static str {
-        match self {
-            WeightType::F32 => "lib/weight_f32",
-            WeightType::F16 => "lib/weight_f16",
-            WeightType::Q8_0 => "lib/weight_q8_0",
-            WeightType::Q4_0 => "lib/weight_q4_0",
-            WeightType::Q4_1 => "lib/weight_q4_1",
-            WeightType::Q5_0 => "lib/weight_q5_0",
-            WeightType::Q4_K => "lib/weight_q4_k",
-            WeightType::Q6_K => "lib/weight_q6_k",
-        }
+        self.libs()[0]
     }
 
     pub fn name(self) -> &'static str {

@@ -9,7 +9,7 @@ fn gate_up_silu_matches_cpu_with_and_without_the_fused_norm() {
     let gpu = gpu();
     // 70 rows span two 64-row tiles of the prefill core.
     for (rows, fused_norm) in [(1usize, false), (70, false), (3, true), (70, true)] {
-        let (k, inter) = (44, 75);
+        let (k, inter) = (48, 75);
         let x: Vec<f32> = random(rows * k, 10).iter().map(|v| v * 5.0).collect();
         let gamma = random(k, 12);
         let stacked = random(2 * inter * k, 11); // [gate; up]
