@@ -57,8 +57,8 @@ struct E2eArgs {
     json: bool,
     #[arg(long)]
     adapter: Option<usize>,
-    /// Time every kernel with GPU timestamps (slows the step a little) and print the last
-    /// decode step's breakdown to stderr.
+    /// Time every kernel with GPU timestamps (slows the step a little) and print the breakdown
+    /// of the last prefill of each length and of the last decode step to stderr.
     #[arg(long)]
     profile: bool,
 }
@@ -180,6 +180,10 @@ fn e2e(a: &E2eArgs) -> Result<()> {
             })
             .collect::<Result<Vec<_>>>()?;
         prefill.push((n, median(runs)));
+        if a.profile {
+            eprintln!("prefill of {n} tokens:");
+            super::print_profile(&engine.forward);
+        }
     }
     let decode = median(
         (0..a.runs)
@@ -190,6 +194,7 @@ fn e2e(a: &E2eArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
     );
     if a.profile {
+        eprintln!("decode step:");
         super::print_profile(&engine.forward);
     }
     let f = &engine.forward;

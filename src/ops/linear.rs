@@ -102,10 +102,10 @@ pub struct LinearConfig {
 }
 
 /// The tensor-core core's tile: COOP_SGM x COOP_SGN subgroups of 32 x 32 outputs, k in slices
-/// of COOP_TK.
+/// of COOP_TK (H200: 64 beat 32 by 5%; 32 x 64 tiles were 2x slower, docs/PERF.md).
 const COOP_SGM: u32 = 2;
 const COOP_SGN: u32 = 2;
-const COOP_TK: u32 = 32;
+const COOP_TK: u32 = 64;
 
 impl LinearConfig {
     /// The heuristic choice for an adapter: subgroup reductions where subgroups exist.
