@@ -98,3 +98,36 @@ fn bench_e2e_reports_speeds_and_launches() {
     assert_eq!(v["dispatches_per_decode_step"], 14);
     assert_eq!(v["submits_per_decode_step"], 1);
 }
+
+#[test]
+fn tune_stores_shapes_that_later_runs_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("tune.json");
+    let model = fixture("llama-f32");
+    let m = model.to_str().unwrap();
+    let out = wginfer()
+        .args(["tune", "--model", m, "--quick", "--reps", "2", "--cache", cache.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Every variant is reported: the heuristic's and the sweep's, for each weight shape.
+    assert!(stdout.contains("stored 5 GEMV shapes"), "{stdout}");
+    assert!(stdout.lines().filter(|l| l.contains(" f32 ")).count() >= 5 * 16, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
+    assert_eq!(v["entries"][0]["gemv"].as_object().unwrap().len(), 5);
+    // A run that uses the tuned shapes still gives transformers' greedy ids.
+    let golden: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("golden.json")).unwrap()).unwrap();
+    let case = &golden["cases"][1];
+    let prompt: Vec<String> = case["prompt_ids"].as_array().unwrap().iter().map(|x| x.to_string()).collect();
+    let out = wginfer()
+        .env("WGINFER_TUNE_CACHE", &cache)
+        .args(["generate", "--model", m, "--prompt-ids", &prompt.join(","), "--max-tokens", "16"])
+        .args(["--temperature", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["ids"], case["greedy_ids"]);
+}

@@ -33,8 +33,9 @@ enum BenchWhat {
     E2e(E2eArgs),
 }
 
+/// A model file or a synthetic model (for `bench e2e` and `tune`).
 #[derive(Args, Debug)]
-struct E2eArgs {
+pub(super) struct ModelChoice {
     /// A GGUF file or Hugging Face folder.
     #[arg(long, conflicts_with = "synthetic", required_unless_present = "synthetic")]
     model: Option<std::path::PathBuf>,
@@ -44,6 +45,30 @@ struct E2eArgs {
     /// Weight type of a synthetic model: f32, f16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k.
     #[arg(long, default_value = "f16")]
     r#type: String,
+}
+
+impl ModelChoice {
+    /// The engine for this model, and a label for reports.
+    pub(super) fn engine(&self, opts: &EngineOptions) -> Result<(Engine, String)> {
+        Ok(match (&self.model, &self.synthetic) {
+            (Some(path), _) => (Engine::load(path, opts)?, path.display().to_string()),
+            (None, Some(name)) => {
+                let cfg = synthetic::preset(name)?;
+                let src = synthetic::Synthetic::new(&cfg, dtype_named(&self.r#type)?)?;
+                let gpu = Gpu::new(&opts.gpu)?;
+                let weights = load_weights(&gpu, &cfg, &src)?;
+                let fwd = Forward::new(&gpu, cfg, weights, &opts.forward)?;
+                (Engine::new(gpu, fwd, None, name.as_ref()), format!("{name} ({}, random weights)", self.r#type))
+            }
+            (None, None) => bail!("give --model PATH or --synthetic NAME"),
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+struct E2eArgs {
+    #[command(flatten)]
+    model: ModelChoice,
     /// Prompt lengths to time prefill on.
     #[arg(long, value_delimiter = ',', default_value = "512,2048")]
     prefill: Vec<usize>,
@@ -74,9 +99,12 @@ struct KernelArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
-    /// Also try every GEMV shape (rows per workgroup x lanes per row) and report each.
+    /// Also try every GEMV shape (lanes per row, outputs per lane group, threads) and report each.
     #[arg(long)]
     sweep: bool,
+    /// Weight shapes to time instead of the real models' (ROWSxCOLS, comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
+    shapes: Option<Vec<(usize, usize)>>,
     /// Only these weight types (comma-separated names, e.g. f16,q4_0).
     #[arg(long, value_delimiter = ',')]
     types: Option<Vec<String>>,
@@ -142,19 +170,8 @@ fn e2e(a: &E2eArgs) -> Result<()> {
     let longest = a.prefill.iter().copied().max().unwrap_or(16).max(16);
     let forward =
         ForwardOptions { context: (longest + a.decode + 16) as u32, profile: a.profile, ..Default::default() };
-    let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward: forward.clone() };
-    let (mut engine, label) = match (&a.model, &a.synthetic) {
-        (Some(path), _) => (Engine::load(path, &opts)?, path.display().to_string()),
-        (None, Some(name)) => {
-            let cfg = synthetic::preset(name)?;
-            let src = synthetic::Synthetic::new(&cfg, dtype_named(&a.r#type)?)?;
-            let gpu = Gpu::new(&opts.gpu)?;
-            let weights = load_weights(&gpu, &cfg, &src)?;
-            let fwd = Forward::new(&gpu, cfg, weights, &forward)?;
-            (Engine::new(gpu, fwd, None, name.as_ref()), format!("{name} ({}, random weights)", a.r#type))
-        }
-        (None, None) => bail!("give --model PATH or --synthetic NAME"),
-    };
+    let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
+    let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
     let prompt = |n: usize| -> Vec<u32> { (0..n as u32).map(|i| (i * 7919 + 13) % vocab).collect() };
     let greedy = SamplingParams::default();
@@ -230,7 +247,10 @@ const COLD_BYTES: usize = 512 << 20;
 
 /// GEMV shapes (lanes per row, outputs per lane group, threads) `--sweep` tries besides the
 /// heuristic's, llm.c style.
-const GEMV_VARIANTS: [(u32, u32, u32); 12] = [
+const GEMV_VARIANTS: [(u32, u32, u32); 15] = [
+    (8, 1, 256),
+    (8, 2, 256),
+    (16, 1, 128),
     (16, 1, 256),
     (16, 2, 256),
     (16, 4, 256),
@@ -250,22 +270,18 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     let Some(mut prof) = Profiler::new(&gpu, k.reps + 1)? else {
         bail!("adapter {:?} cannot write timestamps inside a compute pass; nothing to measure with", gpu.info.name);
     };
-    let shapes = if k.quick { QUICK_SHAPES } else { SHAPES };
+    let custom: Vec<(&str, &str, usize, usize)> =
+        k.shapes.iter().flatten().map(|&(r, c)| ("custom", "gemv", r, c)).collect();
+    let shapes = match () {
+        _ if k.shapes.is_some() => &custom[..],
+        _ if k.quick => QUICK_SHAPES,
+        _ => SHAPES,
+    };
     let types: Vec<WeightType> = match &k.types {
         Some(names) => TYPES.into_iter().filter(|t| names.iter().any(|n| n == t.name())).collect(),
         None => TYPES.to_vec(),
     };
-    let heuristic = LinearConfig::for_adapter(&gpu.caps);
-    let configs: Vec<LinearConfig> = if k.sweep {
-        std::iter::once(heuristic)
-            .chain(GEMV_VARIANTS.iter().map(|&(lanes, rows, threads)| LinearConfig {
-                gemv: Some(GemvShape { lanes, rows, threads }),
-                ..heuristic
-            }))
-            .collect()
-    } else {
-        vec![heuristic]
-    };
+    let configs = if k.sweep { sweep_configs(&gpu) } else { vec![LinearConfig::for_adapter(&gpu.caps)] };
     if !k.json {
         println!("adapter: {} ({:?})", gpu.info.name, gpu.info.backend);
         println!(
@@ -273,54 +289,14 @@ fn kernels(k: &KernelArgs) -> Result<()> {
             "model", "matrix", "shape", "type", "gemv shape", "median us", "spread us", "GB/s"
         );
     }
-    let step = Step::buffer(&gpu)?;
-    Step { n_tokens: 1, ..Default::default() }.write(&gpu, &step);
     for &(model, matrix, rows, cols) in shapes {
         for &ty in &types {
-            let Some(row_bytes) = ty.row_bytes(cols) else { continue };
-            // Enough copies of the weight that the timed loop reads DRAM, not the last level
-            // cache (a decode step reads ~1 GB of distinct weights).
-            let copies = if k.quick { 1 } else { (COLD_BYTES / (rows * row_bytes)).clamp(1, 64) };
-            let bytes = pseudo_random_bytes(rows * row_bytes);
-            let ws = (0..copies)
-                .map(|_| Weight::upload(&gpu, matrix, ty, rows, cols, &bytes))
-                .collect::<Result<Vec<_>>>()?;
-            let x = gpu.storage("x", cols as u64 * 4)?;
-            let y = gpu.storage("y", rows as u64 * 4)?;
+            let Some(bench) = GemvBench::new(&gpu, matrix, ty, rows, cols, k.quick)? else { continue };
             for cfg in &configs {
-                let ops = ws
-                    .iter()
-                    .map(|w| Matmul::new(&gpu, cfg, w, &step, &x, &y, false, false))
-                    .collect::<Result<Vec<_>>>()?;
-                // Warm-up: compile on the driver and keep the GPU busy long enough to leave its
-                // idle clocks (uploading the copies above left it idle).
-                let warm_for = std::time::Duration::from_millis(if k.quick { 0 } else { 200 });
-                let warm_start = std::time::Instant::now();
-                loop {
-                    gpu.run_pass(|p| ops.iter().for_each(|op| op.record(p, 1)))?;
-                    if warm_start.elapsed() >= warm_for {
-                        break;
-                    }
-                }
-                let mut enc = gpu.device.create_command_encoder(&Default::default());
-                {
-                    let mut pass = enc.begin_compute_pass(&Default::default());
-                    prof.begin();
-                    for i in 0..k.reps {
-                        prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
-                        ops[i as usize % copies].record(&mut pass, 1);
-                    }
-                    prof.finish(&mut pass);
-                }
-                prof.resolve(&mut enc);
-                gpu.queue.submit([enc.finish()]);
-                let mut ns: Vec<f64> = prof.read(&gpu)?.iter().map(|t| t.ns).collect();
-                ns.sort_by(f64::total_cmp);
-                let median = ns[ns.len() / 2];
-                let spread = ns[ns.len() * 9 / 10] - ns[ns.len() / 10];
-                let bytes = ws[0].gpu_bytes() + (cols + rows) as u64 * 4;
+                let (median, spread) = bench.time(&gpu, &mut prof, cfg, k.reps, k.quick)?;
+                let bytes = bench.bytes();
                 let gbs = bytes as f64 / median;
-                let variant = cfg.gemv_shape(cols as u32, rows as u32).to_string();
+                let variant = cfg.gemv_shape(cols as u32, rows as u32, ty).to_string();
                 if k.json {
                     let v = json!({"kernel": "gemv", "model": model, "matrix": matrix, "rows": rows, "cols": cols,
                         "type": ty.name(), "gemv": variant, "heuristic": cfg.gemv.is_none(), "median_us": median / 1e3,
@@ -339,6 +315,101 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize), String> {
+    let (r, c) = s.split_once('x').ok_or_else(|| format!("{s:?}: expected ROWSxCOLS, e.g. 896x4864"))?;
+    let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{s:?}: {e}"));
+    Ok((num(r)?, num(c)?))
+}
+
+/// The heuristic's GEMV configuration and every variant of GEMV_VARIANTS.
+pub(super) fn sweep_configs(gpu: &Gpu) -> Vec<LinearConfig> {
+    let heuristic = LinearConfig::for_adapter(&gpu.caps);
+    std::iter::once(heuristic)
+        .chain(GEMV_VARIANTS.iter().map(|&(lanes, rows, threads)| LinearConfig {
+            gemv: Some(GemvShape { lanes, rows, threads }),
+            ..heuristic
+        }))
+        .collect()
+}
+
+/// One weight shape set up for GEMV timing: copies of a random weight, enough that the timed
+/// loop reads DRAM rather than the last level cache (a decode step reads ~1 GB of distinct
+/// weights), and the x and y it reads and writes.
+pub(super) struct GemvBench {
+    ws: Vec<Weight>,
+    x: wgpu::Buffer,
+    y: wgpu::Buffer,
+    step: wgpu::Buffer,
+}
+
+impl GemvBench {
+    /// `None` when `cols` is not whole blocks of `ty`.
+    pub(super) fn new(
+        gpu: &Gpu,
+        name: &str,
+        ty: WeightType,
+        rows: usize,
+        cols: usize,
+        quick: bool,
+    ) -> Result<Option<Self>> {
+        let Some(row_bytes) = ty.row_bytes(cols) else { return Ok(None) };
+        let copies = if quick { 1 } else { (COLD_BYTES / (rows * row_bytes)).clamp(1, 64) };
+        let bytes = pseudo_random_bytes(rows * row_bytes);
+        let ws = (0..copies).map(|_| Weight::upload(gpu, name, ty, rows, cols, &bytes)).collect::<Result<Vec<_>>>()?;
+        let step = Step::buffer(gpu)?;
+        Step { n_tokens: 1, ..Default::default() }.write(gpu, &step);
+        let (x, y) = (gpu.storage("x", cols as u64 * 4)?, gpu.storage("y", rows as u64 * 4)?);
+        Ok(Some(GemvBench { ws, x, y, step }))
+    }
+
+    /// Bytes one GEMV reads and writes: the weight as stored, x and y.
+    pub(super) fn bytes(&self) -> u64 {
+        let w = &self.ws[0];
+        w.gpu_bytes() + u64::from(w.cols + w.rows) * 4
+    }
+
+    /// Median and p10-p90 spread (ns) of `reps` GEMVs with `cfg`, from GPU timestamps.
+    pub(super) fn time(
+        &self,
+        gpu: &Gpu,
+        prof: &mut Profiler,
+        cfg: &LinearConfig,
+        reps: u32,
+        quick: bool,
+    ) -> Result<(f64, f64)> {
+        let ops = self
+            .ws
+            .iter()
+            .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, false))
+            .collect::<Result<Vec<_>>>()?;
+        // Warm-up: compile on the driver and keep the GPU busy long enough to leave its idle
+        // clocks (uploading the copies left it idle).
+        let warm_for = std::time::Duration::from_millis(if quick { 0 } else { 200 });
+        let warm_start = std::time::Instant::now();
+        loop {
+            gpu.run_pass(|p| ops.iter().for_each(|op| op.record(p, 1)))?;
+            if warm_start.elapsed() >= warm_for {
+                break;
+            }
+        }
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            prof.begin();
+            for i in 0..reps as usize {
+                prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
+                ops[i % ops.len()].record(&mut pass, 1);
+            }
+            prof.finish(&mut pass);
+        }
+        prof.resolve(&mut enc);
+        gpu.queue.submit([enc.finish()]);
+        let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns).collect();
+        ns.sort_by(f64::total_cmp);
+        Ok((ns[ns.len() / 2], ns[ns.len() * 9 / 10] - ns[ns.len() / 10]))
+    }
 }
 
 /// Deterministic filler: timing does not depend on the values.

@@ -4,6 +4,7 @@ mod bench;
 mod chat;
 mod generate;
 mod info;
+mod tune;
 
 use std::path::PathBuf;
 
@@ -36,6 +37,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Measure kernels on this adapter (GPU timestamps).
     Bench(bench::BenchArgs),
+    /// Find the fastest GEMV shapes for a model's weights on this adapter and cache them.
+    Tune(tune::TuneArgs),
 }
 
 /// Options shared by everything that loads a model.
@@ -129,6 +132,7 @@ pub fn run() -> Result<()> {
         Command::Chat(a) => chat::run(&a),
         Command::Info(a) => info::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Tune(a) => tune::run(&a),
     }
 }
 

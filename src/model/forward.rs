@@ -138,7 +138,7 @@ impl Forward {
             cfg.vocab as u64 * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         )?;
-        let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_adapter(&gpu.caps));
+        let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_gpu(gpu));
         let eps = cfg.rms_eps;
         let mut layers = Vec::with_capacity(cfg.layers);
         for (w, (kc, vc)) in weights.layers.iter().zip(&kv.layers) {

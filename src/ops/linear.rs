@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 
+use super::tune::{self, GemvTable};
 use super::{grid, groups, WeightType};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
@@ -42,7 +43,7 @@ impl Tiles {
 
 /// Shape of the GEMV (decode) core: `lanes` threads share each weight row, every lane group
 /// computes `rows` consecutive outputs, `threads` per workgroup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GemvShape {
     pub lanes: u32,
     pub rows: u32,
@@ -99,6 +100,9 @@ pub struct LinearConfig {
     /// The subgroup size when prefill matmuls run on tensor cores (lib/linear_coop) instead of
     /// the tiled core.
     pub coop: Option<u32>,
+    /// GEMV shapes `wginfer tune` measured on this adapter (see ops/tune.rs); weights not in it
+    /// get the heuristic.
+    pub tuned: Option<&'static GemvTable>,
 }
 
 /// The tensor-core core's tile: COOP_SGM x COOP_SGN subgroups of 32 x 32 outputs, k in slices
@@ -121,9 +125,26 @@ impl LinearConfig {
         self.coop.filter(|_| weight != WeightType::F32)
     }
 
-    /// The GEMV shape for a `[n, k]` weight.
-    pub fn gemv_shape(&self, k: u32, n: u32) -> GemvShape {
-        self.gemv.unwrap_or_else(|| GemvShape::heuristic(k, n))
+    /// `for_adapter` plus the shapes the tune cache holds for this adapter, if any (a cache
+    /// that cannot be read is reported and ignored: it only ever makes things faster).
+    pub fn for_gpu(gpu: &Gpu) -> LinearConfig {
+        let tuned = tune::default_path().and_then(|path| match tune::load(&path, &gpu.info) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("warning: {e:#}; using the default GEMV shapes");
+                None
+            }
+        });
+        // One table per load, kept for the life of the process (kernels are built from it).
+        LinearConfig { tuned: tuned.map(|t| &*Box::leak(Box::new(t))), ..Self::for_adapter(&gpu.caps) }
+    }
+
+    /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
+    /// else the heuristic's.
+    pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
+        self.gemv
+            .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
+            .unwrap_or_else(|| GemvShape::heuristic(k, n))
     }
 }
 
@@ -170,7 +191,7 @@ fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'stat
 /// WGSL of `name` in both variants; `defs` carries the kernel's own constants.
 pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
     let t = cfg.tiles;
-    let g = cfg.gemv_shape(s.k, s.n);
+    let g = cfg.gemv_shape(s.k, s.n, weight);
     let input = if s.norm_eps.is_some() { "lib/input_rmsnorm" } else { "lib/input_plain" };
     let common = |d: Defs, norm_rows: u32, threads: u32| {
         let d = d.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
@@ -224,7 +245,7 @@ impl LinearKernels {
     ) -> Result<Self> {
         cfg.tiles.check()?;
         anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
-        let gemv_shape = cfg.gemv_shape(shape.k, shape.n);
+        let gemv_shape = cfg.gemv_shape(shape.k, shape.n, weight);
         gemv_shape.check()?;
         let [g, t] = sources(name, defs, weight, shape, cfg);
         let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);

@@ -12,6 +12,7 @@ pub mod qkv_rope;
 pub mod rmsnorm;
 pub mod sample;
 pub mod swiglu;
+pub mod tune;
 pub mod weight;
 
 pub use weight::{Weight, WeightType};

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use crate::gpu::Gpu;
 
 #[allow(non_camel_case_types)] // ggml's names
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WeightType {
     F32,
     /// IEEE half, stored two per u32.

@@ -1,0 +1,96 @@
+//! The GEMV autotune cache: the fastest GEMV shape per (weight shape, type), found by
+//! `wginfer tune` on one adapter, driver and wgpu version, and used by every later load there.
+//! One JSON file holds entries for any number of adapters; an entry for another adapter,
+//! driver or wgpu version is ignored, so a stale cache never picks shapes for the wrong stack.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::linear::GemvShape;
+use super::WeightType;
+
+/// The wgpu this binary is built with (tests check it against Cargo.lock).
+pub const WGPU_VERSION: &str = "30.0.2";
+
+/// Tuned GEMV shapes, keyed by `gemv_key`.
+pub type GemvTable = BTreeMap<String, GemvShape>;
+
+/// The table key of a `[n, k]` weight of type `ty`.
+pub fn gemv_key(n: u32, k: u32, ty: WeightType) -> String {
+    format!("{n}x{k} {}", ty.name())
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct CacheFile {
+    entries: Vec<Entry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    adapter: String,
+    driver: String,
+    wgpu: String,
+    gemv: GemvTable,
+}
+
+/// What a cache entry is valid for.
+fn stack(info: &wgpu::AdapterInfo) -> (String, String) {
+    (info.name.clone(), format!("{} {}", info.driver, info.driver_info).trim().to_string())
+}
+
+/// `$WGINFER_TUNE_CACHE`, else `$XDG_CACHE_HOME/wginfer/tune.json`, else
+/// `$HOME/.cache/wginfer/tune.json`.
+pub fn default_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("WGINFER_TUNE_CACHE") {
+        return Some(p.into());
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wginfer").join("tune.json"))
+}
+
+fn read(path: &Path) -> Result<CacheFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading tune cache {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("tune cache {} is not a valid cache file", path.display()))
+}
+
+/// This adapter's table from the cache at `path`; `None` if the file or the entry is absent.
+pub fn load(path: &Path, info: &wgpu::AdapterInfo) -> Result<Option<GemvTable>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let (adapter, driver) = stack(info);
+    let file = read(path)?;
+    let Some(entry) =
+        file.entries.into_iter().find(|e| e.adapter == adapter && e.driver == driver && e.wgpu == WGPU_VERSION)
+    else {
+        return Ok(None);
+    };
+    for (key, shape) in &entry.gemv {
+        shape.check().with_context(|| format!("tune cache {}: entry {key:?}", path.display()))?;
+    }
+    Ok(Some(entry.gemv))
+}
+
+/// Merges `table` into this adapter's entry of the cache at `path` (created if absent; entries
+/// of other adapters are kept).
+pub fn store(path: &Path, info: &wgpu::AdapterInfo, table: &GemvTable) -> Result<()> {
+    let mut file = if path.exists() { read(path)? } else { CacheFile::default() };
+    let (adapter, driver) = stack(info);
+    let wgpu = WGPU_VERSION.to_string();
+    match file.entries.iter_mut().find(|e| e.adapter == adapter && e.driver == driver && e.wgpu == wgpu) {
+        Some(e) => e.gemv.extend(table.iter().map(|(k, v)| (k.clone(), *v))),
+        None => file.entries.push(Entry { adapter, driver, wgpu, gemv: table.clone() }),
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    // Write beside and rename, so an interrupted tune never leaves a half-written cache.
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&file)?).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing tune cache {}", path.display()))
+}
