@@ -14,9 +14,13 @@ fn prepare_input(lid: u32, m0: u32, count: u32) {
     let j = lid % PER_ROW;
     var ss = 0.0;
     if (r < count) {
-        for (var k = j * 4u; k < K; k += PER_ROW * 4u) {
-            let v = x[((m0 + r) * K + k) / 4u];
-            ss += dot(v, v);
+        // A constant trip count: the loop unrolls and the loads overlap.
+        for (var i = 0u; i < (K / 4u + PER_ROW - 1u) / PER_ROW; i++) {
+            let k4 = j + i * PER_ROW;
+            if (k4 < K / 4u) {
+                let v = x[(m0 + r) * (K / 4u) + k4];
+                ss += dot(v, v);
+            }
         }
     }
     norm_red[lid] = ss;

@@ -9,7 +9,8 @@ enable wgpu_cooperative_matrix;
 // kernel's store_pair (bias, RoPE, SwiGLU, residual) sees plain (m, n) pairs.
 // Needs from the kernel: x (array<vec4<f32>>), w, step, store_pair(m, n, v0, v1);
 // prepare_input / load_x4 from lib/input_*. Constants: K (a multiple of 8), N, TM = 32 * SGM,
-// TN = 32 * SGN, TK (a multiple of 16), SG (the subgroup size), WG_THREADS = SGM * SGN * SG.
+// TN = 32 * SGN, TK (a multiple of 16), SG (the subgroup size), WG_THREADS = SGM * SGN * SG
+// (dividing TN * TK / 8).
 // Rows of the staged slices are TS = TK + 8 values apart: the 16-byte skew spreads a
 // fragment's rows over the memory banks (measured 5% faster on the H200).
 const TS: u32 = TK + 8u;
@@ -32,7 +33,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var c10 = coop_mat16x16<f32, C>();
     var c11 = coop_mat16x16<f32, C>();
     for (var k0 = 0u; k0 < K; k0 += TK) {
-        for (var i = tid; i < TM * TK / 4u; i += WG_THREADS) {
+        // Constant trip counts: the loops unroll and every load is in flight before the
+        // first store waits for one.
+        for (var j = 0u; j < TM * TK / 4u / WG_THREADS; j++) {
+            let i = tid + j * WG_THREADS;
             let m = i / (TK / 4u);
             let kq = (i % (TK / 4u)) * 4u;
             var v = vec4<f32>(0.0);
@@ -45,7 +49,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
             xs[b + 2u] = f16(v.z);
             xs[b + 3u] = f16(v.w);
         }
-        for (var i = tid; i < TN * TK / 8u; i += WG_THREADS) {
+        for (var j = 0u; j < TN * TK / 8u / WG_THREADS; j++) {
+            let i = tid + j * WG_THREADS;
             let n = i / (TK / 8u);
             let k8 = (i % (TK / 8u)) * 8u;
             var v = W8(vec4<f32>(0.0), vec4<f32>(0.0));

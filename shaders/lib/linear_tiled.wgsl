@@ -16,7 +16,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     prepare_input(tid, m0, min(TM, rows - min(rows, m0)));
     var acc: array<f32, RM * RN>;
     for (var k0 = 0u; k0 < K; k0 += TK) {
-        for (var i = tid; i < TM * TK / 4u; i += WG_X * WG_Y) {
+        // Constant trip counts (the host checks the divisions): the loops unroll and every
+        // load is in flight before the first store waits for one.
+        for (var j = 0u; j < TM * TK / 4u / (WG_X * WG_Y); j++) {
+            let i = tid + j * WG_X * WG_Y;
             let m = i / (TK / 4u);
             let kq = (i % (TK / 4u)) * 4u;
             var v = vec4<f32>(0.0);
@@ -29,7 +32,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             xs[b + 2u] = v.z;
             xs[b + 3u] = v.w;
         }
-        for (var i = tid; i < TN * TK / 4u; i += WG_X * WG_Y) {
+        for (var j = 0u; j < TN * TK / 4u / (WG_X * WG_Y); j++) {
+            let i = tid + j * WG_X * WG_Y;
             let n = i / (TK / 4u);
             let kq = (i % (TK / 4u)) * 4u;
             var v = vec4<f32>(0.0);

@@ -32,10 +32,12 @@ impl Tiles {
             && self.tn.is_multiple_of(self.wg_x)
             && (self.tn / self.wg_x).is_multiple_of(2)
             && self.tk.is_multiple_of(4)
-            && self.wg_x * self.wg_y <= 256;
+            && self.wg_x * self.wg_y <= 256
+            && (self.tm * self.tk / 4).is_multiple_of(self.wg_x * self.wg_y)
+            && (self.tn * self.tk / 4).is_multiple_of(self.wg_x * self.wg_y);
         anyhow::ensure!(
             ok,
-            "tile config {self:?} is invalid (tn/wg_x must be even, tk a multiple of 4, at most 256 threads)"
+            "tile config {self:?} is invalid (tn/wg_x even, tk a multiple of 4, at most 256 threads, tiles of x and W whole loads per thread)"
         );
         Ok(())
     }
