@@ -79,9 +79,18 @@ fn bench_kernels_reports_every_weight_type() {
     let rows: Vec<serde_json::Value> =
         String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     // The 512-column shape is whole blocks of every type.
-    let types: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    let gemv = rows.iter().filter(|r| r["kernel"] == "gemv");
+    let types: std::collections::BTreeSet<&str> = gemv.map(|r| r["type"].as_str().unwrap()).collect();
     assert_eq!(types.len(), 8, "{types:?}");
     assert!(rows.iter().all(|r| r["median_us"].as_f64().unwrap() > 0.0 && r["gb_s"].as_f64().unwrap() > 0.0));
+    // The limits come first, then every kernel, each measured against them.
+    assert_eq!(rows[0]["kernel"], "probe_read");
+    let kernels: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["kernel"].as_str().unwrap()).collect();
+    for k in ["attention_plain", "attention_flash", "rmsnorm", "embedding", "qkv_rope", "swiglu", "argmax", "sample"] {
+        assert!(kernels.contains(k), "{k} missing from {kernels:?}");
+    }
+    assert!(kernels.contains("matmul_tiled") || kernels.contains("matmul_coop"), "{kernels:?}");
+    assert!(rows.iter().all(|r| r["percent_of_limit"].as_f64().unwrap() > 0.0));
 }
 
 #[test]

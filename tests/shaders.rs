@@ -6,7 +6,7 @@ use wginfer::ops::attention::DEFAULT_THRESHOLD;
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape};
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, matmul, qkv_rope, rmsnorm, sample, WeightType,
+    argmax, attention_flash, attention_plain, embedding, matmul, probe_read, qkv_rope, rmsnorm, sample, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -53,6 +53,7 @@ fn every_kernel_variant_validates() {
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
     validate("argmax", &argmax::source(151936));
     validate("sample", &sample::source(151936));
+    validate("probe_read", &probe_read::source());
     validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD));
     validate("attention_flash", &attention_flash::source(&heads));
 }

@@ -1,12 +1,13 @@
 //! `wginfer bench kernels`: GPU time of kernels at the shapes of real models, from timestamp
 //! queries around each dispatch (median of repeated runs after warm-up), with the bytes each
-//! run reads and the resulting bandwidth. Today it covers GEMV (decode matmul) for every
-//! weight type; the other kernels join it with the benchmark issue.
+//! run reads and the resulting bandwidth: the adapter's measured limits first, GEMV for every
+//! weight type, then every other kernel (cli/bench_ops.rs). `bench e2e`: whole-model speed.
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::bench_ops;
 use crate::engine::{Engine, EngineOptions, Request};
 use crate::gpu::profiler::{Part, Profiler, Span};
 use crate::gpu::{Gpu, GpuOptions};
@@ -282,11 +283,22 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         None => TYPES.to_vec(),
     };
     let configs = if k.sweep { sweep_configs(&gpu) } else { vec![LinearConfig::for_adapter(&gpu.caps)] };
+    // GEMV experiments (--sweep, --shapes, --types) time GEMV alone; the full run measures the
+    // adapter's limits first and every other kernel after the GEMV table.
+    let full = !(k.sweep || k.shapes.is_some() || k.types.is_some());
     if !k.json {
         println!("adapter: {} ({:?})", gpu.info.name, gpu.info.backend);
+    }
+    let mut printer = bench_ops::Printer { json: k.json, limits: None };
+    if full {
+        printer.header();
+        printer.limits = Some(bench_ops::limits(&gpu, &mut prof, k.reps, k.quick, &printer)?);
+    }
+    let limit_gb_s = printer.limits.as_ref().map(|l| l.gb_s);
+    if !k.json {
         println!(
-            "{:<14} {:<8} {:>14} {:>6} {:>12} {:>10} {:>10} {:>9}",
-            "model", "matrix", "shape", "type", "gemv shape", "median us", "spread us", "GB/s"
+            "{:<14} {:<8} {:>14} {:>6} {:>12} {:>10} {:>10} {:>9} {:>7}",
+            "model", "matrix", "shape", "type", "gemv shape", "median us", "spread us", "GB/s", "limit"
         );
     }
     for &(model, matrix, rows, cols) in shapes {
@@ -300,19 +312,25 @@ fn kernels(k: &KernelArgs) -> Result<()> {
                 if k.json {
                     let v = json!({"kernel": "gemv", "model": model, "matrix": matrix, "rows": rows, "cols": cols,
                         "type": ty.name(), "gemv": variant, "heuristic": cfg.gemv.is_none(), "median_us": median / 1e3,
-                        "p10_p90_us": spread / 1e3, "bytes": bytes, "gb_s": gbs});
+                        "p10_p90_us": spread / 1e3, "bytes": bytes, "gb_s": gbs,
+                        "percent_of_limit": limit_gb_s.map(|l| 100.0 * gbs / l)});
                     println!("{v}");
                 } else {
                     let shape = format!("{rows}x{cols}");
                     println!(
-                        "{model:<14} {matrix:<8} {shape:>14} {:>6} {variant:>12} {:>10.2} {:>10.2} {gbs:>9.1}",
+                        "{model:<14} {matrix:<8} {shape:>14} {:>6} {variant:>12} {:>10.2} {:>10.2} {gbs:>9.1} {:>7}",
                         ty.name(),
                         median / 1e3,
-                        spread / 1e3
+                        spread / 1e3,
+                        limit_gb_s.map(|l| format!("{:.1}%", 100.0 * gbs / l)).unwrap_or_default()
                     );
                 }
             }
         }
+    }
+    if full {
+        printer.header();
+        bench_ops::run(&gpu, &mut prof, k.reps, k.quick, &printer)?;
     }
     Ok(())
 }
@@ -384,32 +402,45 @@ impl GemvBench {
             .iter()
             .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, false))
             .collect::<Result<Vec<_>>>()?;
-        // Warm-up: compile on the driver and keep the GPU busy long enough to leave its idle
-        // clocks (uploading the copies left it idle).
-        let warm_for = std::time::Duration::from_millis(if quick { 0 } else { 200 });
-        let warm_start = std::time::Instant::now();
-        loop {
-            gpu.run_pass(|p| ops.iter().for_each(|op| op.record(p, 1)))?;
-            if warm_start.elapsed() >= warm_for {
-                break;
-            }
-        }
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            prof.begin();
-            for i in 0..reps as usize {
-                prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "matmul" });
-                ops[i % ops.len()].record(&mut pass, 1);
-            }
-            prof.finish(&mut pass);
-        }
-        prof.resolve(&mut enc);
-        gpu.queue.submit([enc.finish()]);
-        let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns).collect();
-        ns.sort_by(f64::total_cmp);
-        Ok((ns[ns.len() / 2], ns[ns.len() * 9 / 10] - ns[ns.len() / 10]))
+        time_dispatches(gpu, prof, reps, quick, ops.len(), |pass, i| ops[i].record(pass, 1))
     }
+}
+
+/// Median and p10-p90 spread (ns) of `reps` dispatches from GPU timestamps; `record(pass, i)`
+/// records one, `i` cycling through `variants` (copies of the data, so caches do not help).
+/// Warm-up first: compile on the driver and keep the GPU busy long enough to leave its idle
+/// clocks (200 ms; none with `quick`).
+pub(super) fn time_dispatches(
+    gpu: &Gpu,
+    prof: &mut Profiler,
+    reps: u32,
+    quick: bool,
+    variants: usize,
+    record: impl Fn(&mut wgpu::ComputePass<'_>, usize),
+) -> Result<(f64, f64)> {
+    let warm_for = std::time::Duration::from_millis(if quick { 0 } else { 200 });
+    let warm_start = std::time::Instant::now();
+    loop {
+        gpu.run_pass(|p| (0..variants).for_each(|i| record(p, i)))?;
+        if warm_start.elapsed() >= warm_for {
+            break;
+        }
+    }
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        prof.begin();
+        for i in 0..reps as usize {
+            prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "bench" });
+            record(&mut pass, i % variants);
+        }
+        prof.finish(&mut pass);
+    }
+    prof.resolve(&mut enc);
+    gpu.queue.submit([enc.finish()]);
+    let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns).collect();
+    ns.sort_by(f64::total_cmp);
+    Ok((ns[ns.len() / 2], ns[ns.len() * 9 / 10] - ns[ns.len() / 10]))
 }
 
 /// Deterministic filler: timing does not depend on the values.

@@ -1,6 +1,7 @@
 //! Subcommands of the `wginfer` binary.
 
 mod bench;
+mod bench_ops;
 mod chat;
 mod generate;
 mod info;

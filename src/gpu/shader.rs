@@ -36,6 +36,7 @@ const FILES: &[(&str, &str)] = &[
     ("attention_flash", include_str!("../../shaders/attention_flash.wgsl")),
     ("argmax", include_str!("../../shaders/argmax.wgsl")),
     ("sample", include_str!("../../shaders/sample.wgsl")),
+    ("probe_read", include_str!("../../shaders/probe_read.wgsl")),
 ];
 
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).

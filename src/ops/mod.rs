@@ -8,6 +8,7 @@ pub mod attention_plain;
 pub mod embedding;
 pub mod linear;
 pub mod matmul;
+pub mod probe_read;
 pub mod qkv_rope;
 pub mod rmsnorm;
 pub mod sample;

@@ -6,6 +6,7 @@ mod attention;
 mod common;
 mod embedding;
 mod matmul;
+mod probe_read;
 mod qkv_rope;
 mod rmsnorm;
 mod sample;

@@ -1,0 +1,89 @@
+//! `cargo bench`: wall-clock time of each kernel on whatever adapter this machine has (a GPU or
+//! lavapipe), 8 dispatches per submit and wait, at small shapes so software adapters finish.
+//! Entries are named like the kernels. GPU-timestamp figures at real model shapes, with % of the
+//! adapter's measured limits, come from `wginfer bench kernels` (docs/PERF.md).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::ops::argmax::Argmax;
+use wginfer::ops::attention::AttnBuffers;
+use wginfer::ops::attention_flash::AttentionFlash;
+use wginfer::ops::attention_plain::AttentionPlain;
+use wginfer::ops::linear::LinearConfig;
+use wginfer::ops::matmul::Matmul;
+use wginfer::ops::qkv_rope::HeadShape;
+use wginfer::ops::rmsnorm::RmsNorm;
+use wginfer::ops::{Step, Weight, WeightType};
+
+const PER_SUBMIT: usize = 8;
+
+fn values(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect()
+}
+
+fn buffer(gpu: &Gpu, v: &[f32]) -> wgpu::Buffer {
+    gpu.storage_from("bench", bytemuck::cast_slice(v)).unwrap()
+}
+
+/// Times `record` run PER_SUBMIT times in one pass, submitted and waited for.
+fn bench(c: &mut Criterion, gpu: &Gpu, name: &str, record: impl Fn(&mut wgpu::ComputePass<'_>)) {
+    c.bench_function(name, |b| {
+        b.iter(|| gpu.run_pass(|p| (0..PER_SUBMIT).for_each(|_| record(p))).unwrap());
+    });
+}
+
+fn kernels(c: &mut Criterion) {
+    let gpu = Gpu::new(&GpuOptions::default()).expect("a GPU adapter (or lavapipe)");
+    let step = Step::buffer(&gpu).unwrap();
+    Step { n_tokens: 1, start_pos: 511, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+    let (k, n) = (512usize, 2048usize);
+    let x = buffer(&gpu, &values(k * 64));
+    let y = gpu.storage("y", (n * 64 * 4) as u64).unwrap();
+    let cfg = LinearConfig::for_gpu(&gpu);
+    for ty in [WeightType::F16, WeightType::Q4_0] {
+        let bytes: Vec<u8> = match ty {
+            WeightType::F16 => values(n * k).iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
+            _ => {
+                // Q4_0 blocks as the GPU stores them: an f16 scale of 0.01, 2 bytes of padding,
+                // 16 bytes of nibbles.
+                let block: Vec<u8> =
+                    half::f16::from_f32(0.01).to_le_bytes().into_iter().chain([0; 2]).chain([0x5a; 16]).collect();
+                block.repeat(n * k / 32)
+            }
+        };
+        let w = Weight::upload(&gpu, "w", ty, n, k, &bytes).unwrap();
+        let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, false).unwrap();
+        bench(c, &gpu, &format!("matmul gemv {n}x{k} {}", ty.name()), |p| gemv.record(p, 1));
+        if ty == WeightType::F16 {
+            let prefill = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, true).unwrap();
+            Step { n_tokens: 64, start_pos: 0, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+            bench(c, &gpu, &format!("matmul prefill 64x{k} . {n}x{k}^T f16"), |p| prefill.record(p, 64));
+            Step { n_tokens: 1, start_pos: 511, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+        }
+    }
+    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, cache_slots: 512 };
+    let kv = buffer(&gpu, &values((heads.cache_slots * heads.kv_dim()) as usize));
+    let q = buffer(&gpu, &values(heads.q_dim() as usize));
+    let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
+    let b = AttnBuffers { step: &step, q: &q, k_cache: &kv, v_cache: &kv, o: &o };
+    let plain = AttentionPlain::new(&gpu, &heads, 512, &b).unwrap();
+    bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
+    let flash = AttentionFlash::new(&gpu, &heads, &b).unwrap();
+    bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, heads.n_heads, 1));
+    let gamma = buffer(&gpu, &values(k));
+    let norm = RmsNorm::new(&gpu, k as u32, 1e-6, false, &step, &x, &gamma, &y).unwrap();
+    bench(c, &gpu, &format!("rmsnorm 1x{k}"), |p| norm.record(p, 1));
+    let vocab = 32768u32;
+    let logits = buffer(&gpu, &values(vocab as usize));
+    let id = gpu.storage("id", 4).unwrap();
+    let argmax = Argmax::new(&gpu, vocab, &logits, &id).unwrap();
+    bench(c, &gpu, &format!("argmax {vocab}"), |p| argmax.record(p));
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10).warm_up_time(std::time::Duration::from_millis(500));
+    targets = kernels
+}
+criterion_main!(benches);

@@ -1,0 +1,315 @@
+//! `wginfer bench kernels`, everything but the GEMV table: the adapter's measured limits first
+//! (read bandwidth from `probe_read`, matmul throughput from the prefill core at a large
+//! square shape), then attention (plain and flash at contexts 128 .. 8192), RMSNorm, embedding
+//! gather, fused QKV + RoPE and SwiGLU (decode), the prefill matmul core, argmax and sampling,
+//! at the shapes of real models; each with GB/s or TFLOP/s and its % of the measured limit.
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::bench::time_dispatches;
+use crate::gpu::profiler::Profiler;
+use crate::gpu::Gpu;
+use crate::model::synthetic;
+use crate::ops::argmax::Argmax;
+use crate::ops::attention::AttnBuffers;
+use crate::ops::attention_flash::AttentionFlash;
+use crate::ops::attention_plain::{self, AttentionPlain};
+use crate::ops::embedding::Embedding;
+use crate::ops::linear::{InputNorm, LinearConfig};
+use crate::ops::matmul::Matmul;
+use crate::ops::probe_read::ProbeRead;
+use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
+use crate::ops::rmsnorm::RmsNorm;
+use crate::ops::sample::{Sample, SampleParams};
+use crate::ops::swiglu::SwiGlu;
+use crate::ops::{Step, Weight, WeightType};
+use crate::sampling::SamplingParams;
+
+/// One result row.
+struct Row<'a> {
+    kernel: &'a str,
+    model: &'a str,
+    shape: String,
+    median_ns: f64,
+    spread_ns: f64,
+    bytes: u64,
+    flops: u64,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Limits {
+    /// Read bandwidth (bytes per ns = GB/s).
+    pub gb_s: f64,
+    pub tflops: f64,
+}
+
+pub(super) struct Printer {
+    pub json: bool,
+    pub limits: Option<Limits>,
+}
+
+impl Printer {
+    fn print(&self, r: &Row) {
+        let gbs = r.bytes as f64 / r.median_ns;
+        let tflops = r.flops as f64 / r.median_ns / 1e3;
+        // Memory-bound kernels against the bandwidth, matmuls against the matmul limit.
+        let pct =
+            self.limits.as_ref().map(|l| if r.flops > 0 { 100.0 * tflops / l.tflops } else { 100.0 * gbs / l.gb_s });
+        if self.json {
+            let v = json!({"kernel": r.kernel, "model": r.model, "shape": r.shape, "median_us": r.median_ns / 1e3,
+                "p10_p90_us": r.spread_ns / 1e3, "bytes": r.bytes, "gb_s": gbs, "flops": r.flops, "tflop_s": tflops,
+                "percent_of_limit": pct});
+            println!("{v}");
+        } else {
+            let pct = pct.map(|p| format!("{p:.1}%")).unwrap_or_default();
+            let tf = if r.flops > 0 { format!("{tflops:.2}") } else { String::new() };
+            println!(
+                "{:<16} {:<14} {:<26} {:>10.2} {:>9.2} {:>9.1} {:>8} {:>7}",
+                r.kernel,
+                r.model,
+                r.shape,
+                r.median_ns / 1e3,
+                r.spread_ns / 1e3,
+                gbs,
+                tf,
+                pct
+            );
+        }
+    }
+
+    pub fn header(&self) {
+        if !self.json {
+            println!(
+                "{:<16} {:<14} {:<26} {:>10} {:>9} {:>9} {:>8} {:>7}",
+                "kernel", "model", "shape", "median us", "spread", "GB/s", "TFLOP/s", "limit"
+            );
+        }
+    }
+}
+
+/// The shapes one model contributes (the real presets, or a small one for software adapters).
+struct Shapes {
+    name: &'static str,
+    d: u32,
+    inter: u32,
+    vocab: u32,
+    heads: HeadShape,
+    contexts: &'static [u32],
+    prefill_rows: u32,
+}
+
+fn shapes(quick: bool) -> Result<Vec<Shapes>> {
+    if quick {
+        let heads = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 64, cache_slots: 0 };
+        return Ok(vec![Shapes {
+            name: "quick",
+            d: 256,
+            inter: 512,
+            vocab: 1024,
+            heads,
+            contexts: &[128, 512],
+            prefill_rows: 32,
+        }]);
+    }
+    ["smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b"]
+        .into_iter()
+        .map(|name| {
+            let c = synthetic::preset(name)?;
+            let heads = HeadShape {
+                n_heads: c.heads as u32,
+                n_kv_heads: c.kv_heads as u32,
+                head_dim: c.head_dim as u32,
+                cache_slots: 0,
+            };
+            Ok(Shapes {
+                name,
+                d: c.hidden as u32,
+                inter: c.intermediate as u32,
+                vocab: c.vocab as u32,
+                heads,
+                contexts: &[128, 512, 1024, 2048, 4096, 8192],
+                prefill_rows: 512,
+            })
+        })
+        .collect()
+}
+
+fn random_f32(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
+    gpu.storage_from(label, bytemuck::cast_slice(v))
+}
+
+fn f16_weight(gpu: &Gpu, name: &str, rows: u32, cols: u32) -> Result<Weight> {
+    let data: Vec<u8> = random_f32((rows * cols) as usize, rows ^ cols)
+        .iter()
+        .flat_map(|v| half::f16::from_f32(*v * 0.05).to_le_bytes())
+        .collect();
+    Weight::upload(gpu, name, WeightType::F16, rows as usize, cols as usize, &data)
+}
+
+/// The adapter's limits: read bandwidth and prefill-matmul throughput.
+pub(super) fn limits(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &Printer) -> Result<Limits> {
+    let bytes = if quick { 16 << 20 } else { (1u64 << 30).min(gpu.caps.max_binding) };
+    let src = gpu.storage("probe src", bytes)?;
+    let sink = gpu.storage("probe sink", 16)?;
+    let probe = ProbeRead::new(gpu, &src, &sink)?;
+    let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps, quick, 1, |p, _| probe.record(p))?;
+    let read = Row {
+        kernel: "probe_read",
+        model: "-",
+        shape: format!("{} MiB", probe.bytes >> 20),
+        median_ns,
+        spread_ns,
+        bytes: probe.bytes,
+        flops: 0,
+    };
+    let n = if quick { 256 } else { 4096 };
+    let rows = if quick { 64 } else { 2048 };
+    let (mm, tflops) = matmul_case(gpu, prof, (reps, quick), "-", [n, n, rows])?;
+    let limits = Limits { gb_s: probe.bytes as f64 / median_ns, tflops };
+    // The probes are the limits: 100% by definition.
+    let printer = Printer { json: out.json, limits: Some(limits) };
+    printer.print(&read);
+    printer.print(&mm);
+    Ok(limits)
+}
+
+/// The prefill matmul core (tensor cores where the adapter has them) on `rows` rows of an f16
+/// `[n, k]` weight; also returns its TFLOP/s.
+fn matmul_case<'a>(
+    gpu: &Gpu,
+    prof: &mut Profiler,
+    (reps, quick): (u32, bool),
+    model: &'a str,
+    [n, k, rows]: [u32; 3],
+) -> Result<(Row<'a>, f64)> {
+    let w = f16_weight(gpu, "w", n, k)?;
+    let step = Step::buffer(gpu)?;
+    Step { n_tokens: rows, ..Default::default() }.write(gpu, &step);
+    let x = upload(gpu, "x", &random_f32((rows * k) as usize, 3))?;
+    let y = gpu.storage("y", u64::from(rows * n) * 4)?;
+    let op = Matmul::new(gpu, &LinearConfig::for_gpu(gpu), &w, &step, &x, &y, false, true)?;
+    let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps.min(20), quick, 1, |p, _| op.record(p, rows))?;
+    let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
+    let bytes = w.gpu_bytes() + u64::from(rows) * u64::from(n + k) * 4;
+    let kernel = if gpu.caps.coop_matrix { "matmul_coop" } else { "matmul_tiled" };
+    let row = Row { kernel, model, shape: format!("{rows}x{k} . {n}x{k}^T"), median_ns, spread_ns, bytes, flops };
+    Ok((row, flops as f64 / median_ns / 1e3))
+}
+
+/// Times memory-bound kernels and prints their rows.
+struct Reporter<'a> {
+    gpu: &'a Gpu,
+    prof: &'a mut Profiler,
+    reps: u32,
+    quick: bool,
+    out: &'a Printer,
+}
+
+impl Reporter<'_> {
+    fn row(
+        &mut self,
+        kernel: &str,
+        model: &str,
+        shape: String,
+        bytes: u64,
+        record: &dyn Fn(&mut wgpu::ComputePass<'_>),
+    ) -> Result<()> {
+        let (median_ns, spread_ns) = time_dispatches(self.gpu, self.prof, self.reps, self.quick, 1, |p, _| record(p))?;
+        self.out.print(&Row { kernel, model, shape, median_ns, spread_ns, bytes, flops: 0 });
+        Ok(())
+    }
+}
+
+/// Every kernel but GEMV at each model's shapes.
+pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &Printer) -> Result<()> {
+    let cfg = LinearConfig::for_gpu(gpu);
+    let mut r = Reporter { gpu, prof, reps, quick, out };
+    for m in shapes(quick)? {
+        let step = Step::buffer(gpu)?;
+        // Attention at each context: one decode token at position ctx - 1.
+        let h = m.heads;
+        for &ctx in m.contexts {
+            let heads = HeadShape { cache_slots: ctx, ..h };
+            let kv = (ctx * heads.kv_dim()) as usize;
+            let q = upload(gpu, "q", &random_f32(heads.q_dim() as usize, 1))?;
+            let (kc, vc) = (upload(gpu, "k", &random_f32(kv, 2))?, upload(gpu, "v", &random_f32(kv, 3))?);
+            let o = gpu.storage("o", u64::from(heads.q_dim()) * 4)?;
+            Step { n_tokens: 1, start_pos: ctx - 1, kv_lo: 0, pad: 0 }.write(gpu, &step);
+            let b = AttnBuffers { step: &step, q: &q, k_cache: &kc, v_cache: &vc, o: &o };
+            let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
+            let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
+            let fits = 4 * (ctx + h.head_dim + attention_plain::WG_THREADS) + 16 * attention_plain::WG_THREADS
+                <= gpu.caps.max_workgroup_storage;
+            if fits {
+                let plain = AttentionPlain::new(gpu, &heads, ctx, &b)?;
+                r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
+            }
+            let flash = AttentionFlash::new(gpu, &heads, &b)?;
+            r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, h.n_heads, 1))?;
+        }
+        Step { n_tokens: 1, start_pos: 100, kv_lo: 0, pad: 0 }.write(gpu, &step);
+        let x = upload(gpu, "x", &random_f32(m.d.max(m.inter) as usize, 4))?;
+        let gamma = upload(gpu, "gamma", &random_f32(m.d as usize, 5))?;
+        let y = gpu.storage("y", u64::from(m.d.max(m.inter)) * 8)?;
+        // RMSNorm of one row.
+        let norm = RmsNorm::new(gpu, m.d, 1e-6, false, &step, &x, &gamma, &y)?;
+        r.row("rmsnorm", m.name, format!("1x{}", m.d), u64::from(m.d) * 12, &|p| norm.record(p, 1))?;
+        // Embedding gather of one token.
+        let table = f16_weight(gpu, "embed", m.vocab, m.d)?;
+        let ids = gpu.storage_from("ids", bytemuck::cast_slice(&[m.vocab / 2]))?;
+        let embed = Embedding::new(gpu, &table, &step, &ids, &y)?;
+        let shape = format!("{}x{} f16", m.vocab, m.d);
+        r.row("embedding", m.name, shape, u64::from(m.d) * 6, &|p| embed.record(p, 1))?;
+        // Fused QKV + RoPE + KV write, and gate/up + SwiGLU, decode (the norms fused).
+        let heads = HeadShape { cache_slots: 4096, ..h };
+        let wqkv = f16_weight(gpu, "qkv", heads.q_dim() + 2 * heads.kv_dim(), m.d)?;
+        let inv_freq = upload(gpu, "inv_freq", &random_f32((h.head_dim / 2) as usize, 6))?;
+        let q = gpu.storage("q", u64::from(heads.q_dim()) * 4)?;
+        let cache = u64::from(4096 * heads.kv_dim()) * 4;
+        let (kc, vc) = (gpu.storage("k", cache)?, gpu.storage("v", cache)?);
+        let bufs = QkvBuffers {
+            step: &step,
+            x: &x,
+            bias: None,
+            inv_freq: &inv_freq,
+            q: &q,
+            k_cache: &kc,
+            v_cache: &vc,
+            norm: Some(InputNorm { weight: &gamma, eps: 1e-6 }),
+        };
+        let qkv = QkvRope::new(gpu, &cfg, &wqkv, &heads, &bufs)?;
+        let shape = format!("{}x{} f16", wqkv.rows, m.d);
+        r.row("qkv_rope", m.name, shape, wqkv.gpu_bytes(), &|p| qkv.record(p, 1))?;
+        let wgu = f16_weight(gpu, "gate_up", 2 * m.inter, m.d)?;
+        let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, &y, Some(InputNorm { weight: &gamma, eps: 1e-6 }))?;
+        let shape = format!("{}x{} f16", wgu.rows, m.d);
+        r.row("swiglu", m.name, shape, wgu.gpu_bytes(), &|p| swiglu.record(p, 1))?;
+        // The prefill matmul core on the gate/up shape.
+        let (row, _) = matmul_case(gpu, r.prof, (reps, quick), m.name, [2 * m.inter, m.d, m.prefill_rows])?;
+        out.print(&row);
+        // Greedy and sampled token choice over the vocabulary.
+        let logits = upload(gpu, "logits", &random_f32(m.vocab as usize, 7))?;
+        let id = gpu.storage("id", 4)?;
+        let argmax = Argmax::new(gpu, m.vocab, &logits, &id)?;
+        let bytes = u64::from(m.vocab) * 4;
+        r.row("argmax", m.name, m.vocab.to_string(), bytes, &|p| argmax.record(p))?;
+        let sample = Sample::new(gpu, m.vocab, &logits, &id)?;
+        let sp = SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.9, ..Default::default() };
+        sample.set(gpu, &SampleParams::new(&sp, 1));
+        r.row("sample", m.name, m.vocab.to_string(), bytes, &|p| sample.record(p))?;
+    }
+    Ok(())
+}
