@@ -6,6 +6,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::model::synthetic::{random_gpu_weight, random_values};
+use wginfer::model::tensor::DType;
 use wginfer::ops::argmax::Argmax;
 use wginfer::ops::attention::AttnBuffers;
 use wginfer::ops::attention_flash::AttentionFlash;
@@ -19,7 +21,7 @@ use wginfer::ops::{Step, Weight, WeightType};
 const PER_SUBMIT: usize = 8;
 
 fn values(n: usize) -> Vec<f32> {
-    (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect()
+    random_values(n, 1.0, 7)
 }
 
 fn buffer(gpu: &Gpu, v: &[f32]) -> wgpu::Buffer {
@@ -42,16 +44,8 @@ fn kernels(c: &mut Criterion) {
     let y = gpu.storage("y", (n * 64 * 4) as u64).unwrap();
     let cfg = LinearConfig::for_gpu(&gpu);
     for ty in [WeightType::F16, WeightType::Q4_0] {
-        let bytes: Vec<u8> = match ty {
-            WeightType::F16 => values(n * k).iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
-            _ => {
-                // Q4_0 blocks as the GPU stores them: an f16 scale of 0.01, 2 bytes of padding,
-                // 16 bytes of nibbles.
-                let block: Vec<u8> =
-                    half::f16::from_f32(0.01).to_le_bytes().into_iter().chain([0; 2]).chain([0x5a; 16]).collect();
-                block.repeat(n * k / 32)
-            }
-        };
+        let dtype = if ty == WeightType::F16 { DType::F16 } else { DType::Q4_0 };
+        let bytes = random_gpu_weight(dtype, n, k, 1).unwrap();
         let w = Weight::upload(&gpu, "w", ty, n, k, &bytes).unwrap();
         let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, false).unwrap();
         bench(c, &gpu, &format!("matmul gemv {n}x{k} {}", ty.name()), |p| gemv.record(p, 1));

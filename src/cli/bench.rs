@@ -374,7 +374,7 @@ impl GemvBench {
     ) -> Result<Option<Self>> {
         let Some(row_bytes) = ty.row_bytes(cols) else { return Ok(None) };
         let copies = if quick { 1 } else { (COLD_BYTES / (rows * row_bytes)).clamp(1, 64) };
-        let bytes = pseudo_random_bytes(rows * row_bytes);
+        let bytes = synthetic::random_gpu_weight(dtype_named(ty.name())?, rows, cols, 1)?;
         let ws = (0..copies).map(|_| Weight::upload(gpu, name, ty, rows, cols, &bytes)).collect::<Result<Vec<_>>>()?;
         let step = Step::buffer(gpu)?;
         Step { n_tokens: 1, ..Default::default() }.write(gpu, &step);
@@ -441,18 +441,4 @@ pub(super) fn time_dispatches(
     let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns).collect();
     ns.sort_by(f64::total_cmp);
     Ok((ns[ns.len() / 2], ns[ns.len() * 9 / 10] - ns[ns.len() / 10]))
-}
-
-/// Deterministic filler: timing does not depend on the values.
-fn pseudo_random_bytes(n: usize) -> Vec<u8> {
-    let mut s = 0x2545_F491_4F6C_DD1Du64;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            // Keep f16 scale fields finite: clear the top exponent bit of every byte pair.
-            (s >> 24) as u8 & 0xBF
-        })
-        .collect()
 }

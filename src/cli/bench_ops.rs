@@ -11,6 +11,7 @@ use super::bench::time_dispatches;
 use crate::gpu::profiler::Profiler;
 use crate::gpu::Gpu;
 use crate::model::synthetic;
+use crate::model::tensor::DType;
 use crate::ops::argmax::Argmax;
 use crate::ops::attention::AttnBuffers;
 use crate::ops::attention_flash::AttentionFlash;
@@ -135,16 +136,8 @@ fn shapes(quick: bool) -> Result<Vec<Shapes>> {
         .collect()
 }
 
-fn random_f32(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
-        })
-        .collect()
+fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+    synthetic::random_values(n, 1.0, seed)
 }
 
 fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
@@ -152,11 +145,9 @@ fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
 }
 
 fn f16_weight(gpu: &Gpu, name: &str, rows: u32, cols: u32) -> Result<Weight> {
-    let data: Vec<u8> = random_f32((rows * cols) as usize, rows ^ cols)
-        .iter()
-        .flat_map(|v| half::f16::from_f32(*v * 0.05).to_le_bytes())
-        .collect();
-    Weight::upload(gpu, name, WeightType::F16, rows as usize, cols as usize, &data)
+    let (rows, cols) = (rows as usize, cols as usize);
+    let data = synthetic::random_gpu_weight(DType::F16, rows, cols, (rows ^ cols) as u64)?;
+    Weight::upload(gpu, name, WeightType::F16, rows, cols, &data)
 }
 
 /// The adapter's limits: read bandwidth and prefill-matmul throughput.

@@ -130,6 +130,19 @@ impl Synthetic {
     }
 }
 
+/// A random `[rows, cols]` weight stored as `dtype`, already in the GPU layout (for benchmarks
+/// that upload one matrix): values within +-1/sqrt(cols), block scales small and finite.
+pub fn random_gpu_weight(dtype: DType, rows: usize, cols: usize, seed: u64) -> Result<Vec<u8>> {
+    let bytes = random_bytes(&mut Rng(seed | 1), dtype, rows * cols, 1.0 / (cols as f32).sqrt())?;
+    Ok(super::quant::to_gpu_layout(dtype, &bytes))
+}
+
+/// `n` values uniform in [-scale, scale) (activations and logits for benchmarks).
+pub fn random_values(n: usize, scale: f32, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed | 1);
+    (0..n).map(|_| rng.value(scale)).collect()
+}
+
 fn random_bytes(rng: &mut Rng, dtype: DType, n: usize, scale: f32) -> Result<Vec<u8>> {
     Ok(match dtype {
         DType::F32 => (0..n).flat_map(|_| rng.value(scale).to_le_bytes()).collect(),
