@@ -2,7 +2,9 @@
 // top-k and top-p cut-offs found by bisection on the logit value, then the Gumbel-max trick
 // (argmax of logit / T + Gumbel noise draws from softmax(logit / T)) with a counter-based
 // random number per (seed, step, token): the same seed gives the same output.
-// One workgroup. Constants: V, WG_THREADS; reductions from lib/reduce and lib/argmax_reduce.
+// One workgroup: three passes over the vocabulary (range, histogram, compaction), then the
+// bisections over the few candidates. Constants: V, WG_THREADS (>= 256), CAND_MAX; reductions
+// from lib/reduce and lib/argmax_reduce.
 struct Params {
     temperature: f32,
     top_p: f32,
@@ -32,22 +34,54 @@ fn uniform01(i: u32) -> f32 {
     return (f32(h >> 8u) + 0.5) / 16777216.0;
 }
 
+// The tokens the cut-offs are searched over: either a compacted list of candidates in
+// workgroup memory (every token that can survive the cut-offs, see main) or the whole
+// vocabulary when the list would not fit. Same decisions either way: below the candidates'
+// floor both counts (masses) already reach the target.
+const BUCKETS: u32 = 256u;
+var<workgroup> hist_count: array<atomic<u32>, BUCKETS>;
+var<workgroup> hist_mass: array<atomic<u32>, BUCKETS>;
+var<workgroup> cand_n: atomic<u32>;
+var<workgroup> cand_v: array<f32, CAND_MAX>;
+var<workgroup> cand_i: array<u32, CAND_MAX>;
+var<workgroup> floor_bucket: u32;
+var<private> use_cands: bool;
+var<private> n_src: u32;
+
+fn src_value(j: u32) -> f32 {
+    if (use_cands) {
+        return cand_v[j];
+    }
+    return logits[j];
+}
+
+fn src_index(j: u32) -> u32 {
+    if (use_cands) {
+        return cand_i[j];
+    }
+    return j;
+}
+
 fn count_at_least(lid: u32, t: f32) -> f32 {
     var c = 0.0;
-    for (var i = lid; i < V; i += WG_THREADS) {
-        c += select(0.0, 1.0, logits[i] >= t);
+    for (var j = lid; j < n_src; j += WG_THREADS) {
+        c += select(0.0, 1.0, src_value(j) >= t);
     }
     return wg_sum(lid, c);
 }
 
-// Unnormalized probability mass of the logits >= t.
+// Unnormalized probability mass of the tokens >= t.
 fn mass_at_least(lid: u32, t: f32, mx: f32, inv_t: f32) -> f32 {
     var s = 0.0;
-    for (var i = lid; i < V; i += WG_THREADS) {
-        let l = logits[i];
+    for (var j = lid; j < n_src; j += WG_THREADS) {
+        let l = src_value(j);
         s += select(0.0, exp((l - mx) * inv_t), l >= t);
     }
     return wg_sum(lid, s);
+}
+
+fn bucket(l: f32, mn: f32, mx: f32) -> u32 {
+    return min(u32(max((l - mn) / max(mx - mn, 1e-30), 0.0) * f32(BUCKETS)), BUCKETS - 1u);
 }
 
 @compute @workgroup_size(WG_THREADS)
@@ -61,9 +95,62 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     mx = wg_max(lid, mx);
     mn = -wg_max(lid, -mn);
     let inv_t = 1.0 / params.temperature;
+    let top_k = params.top_k > 0u && params.top_k < V;
+    let top_p = params.top_p < 1.0;
+    // One pass: a histogram of counts and (fixed-point, rounded down) masses over 256 value
+    // buckets, and the exact total mass. Whatever the cut-offs turn out to be, no token below
+    // the bucket under the one where the top k (the top_p mass) is reached can survive them,
+    // so only the tokens from that bucket up are candidates; they are compacted once.
+    atomicStore(&hist_count[lid % BUCKETS], 0u);
+    atomicStore(&hist_mass[lid % BUCKETS], 0u);
+    atomicStore(&cand_n, 0u);
+    workgroupBarrier();
+    var total = 0.0;
+    for (var i = lid; i < V; i += WG_THREADS) {
+        let l = logits[i];
+        let m = exp((l - mx) * inv_t);
+        total += m;
+        let b = bucket(l, mn, mx);
+        atomicAdd(&hist_count[b], 1u);
+        atomicAdd(&hist_mass[b], u32(m * 4096.0));
+    }
+    total = wg_sum(lid, total);
+    if (lid == 0u) {
+        var floor_k = 0u;
+        var floor_p = 0u;
+        var count = 0u;
+        var mass = 0.0;
+        for (var b = i32(BUCKETS) - 1; b >= 0; b--) {
+            let prev_count = count;
+            let prev_mass = mass;
+            count += atomicLoad(&hist_count[b]);
+            mass += f32(atomicLoad(&hist_mass[b])) / 4096.0;
+            if (top_k && prev_count < params.top_k && count >= params.top_k) {
+                floor_k = u32(max(b - 1, 0));
+            }
+            if (top_p && prev_mass < params.top_p * total && mass >= params.top_p * total) {
+                floor_p = u32(max(b - 1, 0));
+            }
+        }
+        floor_bucket = max(floor_k, floor_p);
+    }
+    let fb = workgroupUniformLoad(&floor_bucket);
+    for (var i = lid; i < V; i += WG_THREADS) {
+        let l = logits[i];
+        if (bucket(l, mn, mx) >= fb) {
+            let at = atomicAdd(&cand_n, 1u);
+            if (at < CAND_MAX) {
+                cand_v[at] = l;
+                cand_i[at] = i;
+            }
+        }
+    }
+    let n_cands = workgroupUniformLoad(&cand_n);
+    use_cands = n_cands <= CAND_MAX;
+    n_src = select(V, n_cands, use_cands);
     // top-k: the largest cut-off that keeps at least k tokens.
     var cut_k = mn;
-    if (params.top_k > 0u && params.top_k < V) {
+    if (top_k) {
         var lo = mn;
         var hi = mx;
         for (var it = 0u; it < BISECTION_STEPS; it++) {
@@ -78,8 +165,8 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     }
     // top-p: the largest cut-off whose tokens still hold at least top_p of the mass.
     var cut_p = mn;
-    if (params.top_p < 1.0) {
-        let want = params.top_p * mass_at_least(lid, mn, mx, inv_t);
+    if (top_p) {
+        let want = params.top_p * total;
         var lo = mn;
         var hi = mx;
         for (var it = 0u; it < BISECTION_STEPS; it++) {
@@ -95,10 +182,11 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     let cut = max(cut_k, cut_p);
     var bg = -3.0e38;
     var bi = 0xffffffffu;
-    for (var i = lid; i < V; i += WG_THREADS) {
-        let l = logits[i];
+    for (var j = lid; j < n_src; j += WG_THREADS) {
+        let l = src_value(j);
+        let i = src_index(j);
         let g = (l - mx) * inv_t - log(-log(uniform01(i)));
-        if (l >= cut && g > bg) {
+        if (l >= cut && (g > bg || (g == bg && i < bi))) {
             bg = g;
             bi = i;
         }

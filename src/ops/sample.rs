@@ -8,8 +8,12 @@ use crate::sampling::SamplingParams;
 
 const WG_THREADS: u32 = 256;
 
+/// Candidates kept in workgroup memory (8 KiB); more fall back to scanning the vocabulary.
+const CAND_MAX: u32 = 1024;
+
 pub fn source(vocab: u32) -> String {
-    assemble("sample", &Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS), &["lib/reduce", "lib/argmax_reduce"])
+    let defs = Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS).u32("CAND_MAX", CAND_MAX);
+    assemble("sample", &defs, &["lib/reduce", "lib/argmax_reduce"])
 }
 
 /// The kernel's uniform (`Params` in the shader).

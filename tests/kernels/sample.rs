@@ -57,3 +57,44 @@ fn same_seed_same_draws() {
     assert_eq!(histogram(p.clone(), 50), histogram(p.clone(), 50));
     assert_ne!(histogram(p.clone(), 50), histogram(SamplingParams { seed: 43, ..p }, 50));
 }
+
+/// Tokens that survive top-k and top-p over `logits` at temperature `t` (CPU reference).
+fn allowed(logits: &[f32], t: f32, top_k: usize, top_p: f32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    let mx = logits[order[0]];
+    let mass: Vec<f64> = order.iter().map(|&i| (((logits[i] - mx) / t) as f64).exp()).collect();
+    let total: f64 = mass.iter().sum();
+    let mut keep_p = 0;
+    let mut acc = 0.0;
+    while acc < top_p as f64 * total {
+        acc += mass[keep_p];
+        keep_p += 1;
+    }
+    let keep = if top_k > 0 { keep_p.min(top_k) } else { keep_p };
+    order[..keep].to_vec()
+}
+
+#[test]
+fn large_vocabularies_keep_exactly_the_allowed_tokens() {
+    // 50,000 logits: top_k 40, top_k with top_p, and top_p alone take the compacted-candidates
+    // path; top_k 3000 (more candidates than the kernel keeps on chip) the full-vocabulary one.
+    let gpu = gpu();
+    let vocab = 50_000;
+    let logits: Vec<f32> = random(vocab, 21).iter().map(|v| v * 8.0).collect();
+    let (lb, ob) = (upload(gpu, &logits), zeros(gpu, 1));
+    let k = Sample::new(gpu, vocab as u32, &lb, &ob).unwrap();
+    for (top_k, top_p) in [(40, 1.0), (40, 0.5), (3000, 1.0), (0, 0.3)] {
+        let p = SamplingParams { temperature: 0.8, top_k, top_p, seed: 3, ..Default::default() };
+        let keep = allowed(&logits, 0.8, top_k, top_p);
+        let mut seen = std::collections::BTreeSet::new();
+        for step in 0..100 {
+            k.set(gpu, &SampleParams::new(&p, step));
+            gpu.run_pass(|pass| k.record(pass)).unwrap();
+            let id = read_u32(gpu, &ob, 1)[0] as usize;
+            assert!(keep.contains(&id), "top_k {top_k} top_p {top_p}: drew {id}, outside the {} allowed", keep.len());
+            seen.insert(id);
+        }
+        assert!(seen.len() > 1 || keep.len() == 1, "top_k {top_k} top_p {top_p}: always {seen:?}");
+    }
+}
