@@ -64,7 +64,7 @@ fn kernels(c: &mut Criterion) {
     let plain = AttentionPlain::new(&gpu, &heads, 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
     let flash = AttentionFlash::new(&gpu, &heads, &b).unwrap();
-    bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, heads.n_heads, 1));
+    bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, 1, 512));
     let gamma = buffer(&gpu, &values(k));
     let norm = RmsNorm::new(&gpu, k as u32, 1e-6, false, &step, &x, &gamma, &y).unwrap();
     bench(c, &gpu, &format!("rmsnorm 1x{k}"), |p| norm.record(p, 1));

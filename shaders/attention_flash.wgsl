@@ -4,12 +4,21 @@
 // thread (K read as vec4s); the weighted sum of V is split over thread groups by
 // lib/attention_combine. Positions past the causal limit inside a tile are masked by
 // predication (select).
-// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS.
+// Decode (one token) splits the positions over the grid's z dimension (flash-decoding): each
+// workgroup publishes its running max, sum and weighted V sum through atomics and the last one
+// of a head to finish merges them, so a long context is read by many workgroups at once.
+// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS,
+// MAX_SPLITS.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+// Per (head, split): max, sum, HD weighted V sums (f32 bits); then one counter per head.
+@group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
+
+const PARTIAL: u32 = HD + 2u;
+var<workgroup> finished: u32;
 
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<workgroup> p: array<f32, WG_THREADS>;
@@ -24,7 +33,11 @@ fn w_at(j: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
     let h = wg.x;
     let t = wg.y;
     let kvh = h / (HQ / HKV);
@@ -36,12 +49,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         qs[e] = q[qo + e] * SCALE;
     }
     workgroupBarrier();
+    // This split's positions: whole tiles, spread evenly.
+    let splits = groups.z;
+    let tiles = (n + WG_THREADS - 1u) / WG_THREADS;
+    let per_split = (tiles + splits - 1u) / splits;
+    let j_end = min(n, (wg.z + 1u) * per_split * WG_THREADS);
     var m = -3.0e38;
     var l = 0.0;
     var acc = vec4<f32>(0.0);
-    for (var j0 = 0u; j0 < n; j0 += WG_THREADS) {
+    for (var j0 = wg.z * per_split * WG_THREADS; j0 < j_end; j0 += WG_THREADS) {
         let j = j0 + lid;
-        let valid = j < n;
+        let valid = j < j_end;
         let slot = (lo + j) % CAP;
         let s = select(-3.0e38, score(slot, kvh), valid);
         let m_new = max(m, wg_max(lid, s));
@@ -50,9 +68,53 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         slot_of[lid] = slot;
         let corr = exp(m - m_new);
         l = l * corr + wg_sum(lid, w); // its barriers also publish p and slot_of
-        acc = acc * corr + v_part(lid / D4, min(WG_THREADS, n - j0), kvh, lid % D4);
+        acc = acc * corr + v_part(lid / D4, min(WG_THREADS, j_end - j0), kvh, lid % D4);
         m = m_new;
         workgroupBarrier(); // p and slot_of are rewritten by the next tile
     }
-    combine_parts(lid, acc, l, qo);
+    if (splits == 1u) {
+        combine_parts(lid, acc, l, qo);
+        return;
+    }
+    let total = sum_parts(lid, acc);
+    let base = (h * MAX_SPLITS + wg.z) * PARTIAL;
+    if (lid == 0u) {
+        atomicStore(&partials[base], bitcast<u32>(m));
+        atomicStore(&partials[base + 1u], bitcast<u32>(l));
+    }
+    if (lid < D4) {
+        for (var c = 0u; c < 4u; c++) {
+            atomicStore(&partials[base + 2u + 4u * lid + c], bitcast<u32>(total[c]));
+        }
+    }
+    storageBarrier();
+    let counter = HQ * MAX_SPLITS * PARTIAL + h;
+    if (lid == 0u) {
+        finished = atomicAdd(&partials[counter], 1u);
+    }
+    if (workgroupUniformLoad(&finished) != splits - 1u) {
+        return;
+    }
+    storageBarrier();
+    // The last split of this head merges all of them: rescale each to the largest max.
+    if (lid < D4) {
+        var mx = -3.0e38;
+        for (var s = 0u; s < splits; s++) {
+            mx = max(mx, bitcast<f32>(atomicLoad(&partials[(h * MAX_SPLITS + s) * PARTIAL])));
+        }
+        var den = 0.0;
+        var sum = vec4<f32>(0.0);
+        for (var s = 0u; s < splits; s++) {
+            let b = (h * MAX_SPLITS + s) * PARTIAL;
+            let w = exp(bitcast<f32>(atomicLoad(&partials[b])) - mx);
+            den += bitcast<f32>(atomicLoad(&partials[b + 1u])) * w;
+            for (var c = 0u; c < 4u; c++) {
+                sum[c] += bitcast<f32>(atomicLoad(&partials[b + 2u + 4u * lid + c])) * w;
+            }
+        }
+        o[qo + lid] = sum / den;
+    }
+    if (lid == 0u) {
+        atomicStore(&partials[counter], 0u);
+    }
 }

@@ -35,14 +35,22 @@ fn score(slot: u32, kvh: u32) -> f32 {
     return s;
 }
 
-fn combine_parts(lid: u32, acc: vec4<f32>, denominator: f32, qo: u32) {
+// The groups' sums added: dimensions 4*lid .. 4*lid+3 in threads lid < D4.
+fn sum_parts(lid: u32, acc: vec4<f32>) -> vec4<f32> {
     partial[lid] = acc;
     workgroupBarrier();
+    var total = vec4<f32>(0.0);
     if (lid < D4) {
-        var total = vec4<f32>(0.0);
         for (var g = 0u; g < PARTS; g++) {
             total += partial[g * D4 + lid];
         }
+    }
+    return total;
+}
+
+fn combine_parts(lid: u32, acc: vec4<f32>, denominator: f32, qo: u32) {
+    let total = sum_parts(lid, acc);
+    if (lid < D4) {
         o[qo + lid] = total / denominator;
     }
 }

@@ -249,7 +249,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
                 r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
             }
             let flash = AttentionFlash::new(gpu, &heads, &b)?;
-            r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, h.n_heads, 1))?;
+            r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, 1, ctx))?;
         }
         Step { n_tokens: 1, start_pos: 100, kv_lo: 0, pad: 0 }.write(gpu, &step);
         let x = upload(gpu, "x", &random_f32(m.d.max(m.inter) as usize, 4))?;

@@ -251,7 +251,7 @@ impl Forward {
                 mark(&mut pass, at, attn_part, "qkv_rope");
                 l.qkv.record(&mut pass, n);
                 mark(&mut pass, at, attn_part, attn.kernel_name());
-                l.attention.record(&mut pass, attn, n);
+                l.attention.record(&mut pass, attn, n, place.context(n));
                 mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
                 mark(&mut pass, at, mlp, "swiglu");

@@ -105,10 +105,11 @@ impl Attention {
         }
     }
 
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32) {
+    /// `rows` tokens, the last of which sees `context` positions.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32, context: u32) {
         match kind {
             AttnKind::Plain => self.plain.record(pass, self.n_heads, rows),
-            AttnKind::Flash => self.flash.record(pass, self.n_heads, rows),
+            AttnKind::Flash => self.flash.record(pass, rows, context),
         }
     }
 }

@@ -8,20 +8,34 @@ use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Gpu, Kernel};
 
 pub const WG_THREADS: u32 = 256;
+/// A decode step's positions are spread over at most this many workgroups per head.
+pub const MAX_SPLITS: u32 = 32;
 
 pub fn source(h: &HeadShape) -> String {
-    assemble("attention_flash", &head_defs(h, WG_THREADS), &["lib/reduce", "lib/attention_combine"])
+    let defs = head_defs(h, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS);
+    assemble("attention_flash", &defs, &["lib/reduce", "lib/attention_combine"])
 }
 
-pub struct AttentionFlash(Bound);
+pub struct AttentionFlash {
+    bound: Bound,
+    n_heads: u32,
+}
 
 impl AttentionFlash {
     pub fn new(gpu: &Gpu, h: &HeadShape, b: &AttnBuffers) -> Result<AttentionFlash> {
         let k = Kernel::get(gpu, "attention_flash", source(h))?;
-        Ok(AttentionFlash(k.bind(gpu, &b.list())))
+        // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
+        // zeroed at creation and re-zeroed by the last split of each step.
+        let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;
+        let partials = gpu.storage("attention partials", u64::from(words) * 4)?;
+        let [step, q, kc, vc, o] = b.list();
+        Ok(AttentionFlash { bound: k.bind(gpu, &[step, q, kc, vc, o, &partials]), n_heads: h.n_heads })
     }
 
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {
-        self.0.record(pass, [n_heads, rows, 1]);
+    /// `rows` tokens whose last sees `context` positions: one token is split over up to
+    /// MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
+        let splits = if rows == 1 { context.div_ceil(WG_THREADS).clamp(1, MAX_SPLITS) } else { 1 };
+        self.bound.record(pass, [self.n_heads, rows, splits]);
     }
 }

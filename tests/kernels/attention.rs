@@ -45,8 +45,9 @@ fn check(h: HeadShape, rows: usize, start: usize, lo: usize) {
     let att = Attention::new(gpu, &h, context, &bufs).unwrap();
     assert_eq!(att.route(context), AttnKind::Plain);
     assert_eq!(att.route(context + 1), AttnKind::Flash);
-    for kind in [AttnKind::Plain, AttnKind::Flash] {
-        gpu.run_pass(|p| att.record(p, kind, rows as u32)).unwrap();
+    // Flash twice: a split decode step must leave its merge counters ready for the next.
+    for kind in [AttnKind::Plain, AttnKind::Flash, AttnKind::Flash] {
+        gpu.run_pass(|p| att.record(p, kind, rows as u32, context)).unwrap();
         assert_close(
             &read(gpu, &ob, rows * qn),
             &want,
@@ -71,4 +72,12 @@ fn one_kv_head_wide_heads() {
 fn ring_wrapped_window() {
     // 50 slots, positions 60..63: the oldest still held is 13.
     check(HeadShape { n_heads: 4, n_kv_heads: 4, head_dim: 8, cache_slots: 50 }, 3, 60, 13);
+}
+
+#[test]
+fn decode_split_over_many_workgroups() {
+    // One token seeing 1401 positions: the flash kernel spreads them over 6 workgroups per head
+    // and merges; and a ring-wrapped 1000-position window (4 splits).
+    check(HeadShape { n_heads: 6, n_kv_heads: 2, head_dim: 32, cache_slots: 1500 }, 1, 1400, 0);
+    check(HeadShape { n_heads: 4, n_kv_heads: 1, head_dim: 64, cache_slots: 1000 }, 1, 2500, 1501);
 }
