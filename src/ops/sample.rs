@@ -8,8 +8,9 @@ use crate::sampling::SamplingParams;
 
 const WG_THREADS: u32 = 256;
 
-/// Candidates kept in workgroup memory (8 KiB); more fall back to scanning the vocabulary.
-const CAND_MAX: u32 = 1024;
+/// Candidates kept in workgroup memory (16 KiB: two whole buckets of a 256k vocabulary with flat
+/// logits); more fall back to scanning the vocabulary.
+const CAND_MAX: u32 = 2048;
 
 pub fn source(vocab: u32) -> String {
     let defs = Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS).u32("CAND_MAX", CAND_MAX);
