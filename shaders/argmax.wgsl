@@ -3,6 +3,9 @@
 // of the logits and publish (value, index) through atomics (coherent across workgroups); the
 // last workgroup to finish, found by a counter, reduces the GROUPS candidates and resets the
 // counter for the next step. One dispatch, and every SM helps scan a large vocabulary.
+// Relies on storageBarrier() ordering storage writes device-wide around the counter, which is
+// what naga emits for Vulkan (a Device-scope acquire-release barrier), the backend this is
+// tested on; Metal's threadgroup barrier promises less.
 // Constants: V, GROUPS (<= WG_THREADS), WG_THREADS; the reduction from lib/argmax_reduce.
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;

@@ -6,7 +6,8 @@
 // predication (select).
 // Decode (one token) splits the positions over the grid's z dimension (flash-decoding): each
 // workgroup publishes its running max, sum and weighted V sum through atomics and the last one
-// of a head to finish merges them, so a long context is read by many workgroups at once.
+// of a head to finish merges them, so a long context is read by many workgroups at once
+// (the same storageBarrier assumption as shaders/argmax.wgsl).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS,
 // MAX_SPLITS.
 @group(0) @binding(0) var<uniform> step: Step;

@@ -3,8 +3,8 @@
 // (argmax of logit / T + Gumbel noise draws from softmax(logit / T)) with a counter-based
 // random number per (seed, step, token): the same seed gives the same output.
 // One workgroup: three passes over the vocabulary (range, histogram, compaction), then the
-// bisections over the few candidates. Constants: V, WG_THREADS (>= 256), CAND_MAX; reductions
-// from lib/reduce and lib/argmax_reduce.
+// bisections over the few candidates. Constants: V, WG_THREADS (>= 256), CAND_MAX (what this
+// adapter's workgroup memory holds); reductions from lib/reduce and lib/argmax_reduce.
 struct Params {
     temperature: f32,
     top_p: f32,
@@ -45,6 +45,7 @@ var<workgroup> cand_n: atomic<u32>;
 var<workgroup> cand_v: array<f32, CAND_MAX>;
 var<workgroup> cand_i: array<u32, CAND_MAX>;
 var<workgroup> floor_bucket: u32;
+var<workgroup> floor_count: u32;
 var<private> use_cands: bool;
 var<private> n_src: u32;
 
@@ -101,12 +102,13 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     // buckets, and the exact total mass. Whatever the cut-offs turn out to be, no token below
     // the bucket under the one where the top k (the top_p mass) is reached can survive them,
     // so only the tokens from that bucket up are candidates; they are compacted once.
+    // Neither cut-off: no histogram, every token takes part in the draw.
     atomicStore(&hist_count[lid % BUCKETS], 0u);
     atomicStore(&hist_mass[lid % BUCKETS], 0u);
     atomicStore(&cand_n, 0u);
     workgroupBarrier();
     var total = 0.0;
-    for (var i = lid; i < V; i += WG_THREADS) {
+    for (var i = lid; i < select(0u, V, top_k || top_p); i += WG_THREADS) {
         let l = logits[i];
         let m = exp((l - mx) * inv_t);
         total += m;
@@ -133,21 +135,24 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             }
         }
         floor_bucket = max(floor_k, floor_p);
+        var above = 0u;
+        for (var b = floor_bucket; b < BUCKETS; b++) {
+            above += atomicLoad(&hist_count[b]);
+        }
+        floor_count = above;
     }
     let fb = workgroupUniformLoad(&floor_bucket);
-    for (var i = lid; i < V; i += WG_THREADS) {
+    // Compact only when the candidates fit (the histogram already counted them).
+    use_cands = (top_k || top_p) && workgroupUniformLoad(&floor_count) <= CAND_MAX;
+    for (var i = lid; i < select(0u, V, use_cands); i += WG_THREADS) {
         let l = logits[i];
         if (bucket(l, mn, mx) >= fb) {
             let at = atomicAdd(&cand_n, 1u);
-            if (at < CAND_MAX) {
-                cand_v[at] = l;
-                cand_i[at] = i;
-            }
+            cand_v[at] = l;
+            cand_i[at] = i;
         }
     }
-    let n_cands = workgroupUniformLoad(&cand_n);
-    use_cands = n_cands <= CAND_MAX;
-    n_src = select(V, n_cands, use_cands);
+    n_src = select(V, workgroupUniformLoad(&cand_n), use_cands);
     // top-k: the largest cut-off that keeps at least k tokens.
     var cut_k = mn;
     if (top_k) {

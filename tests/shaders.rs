@@ -52,7 +52,9 @@ fn every_kernel_variant_validates() {
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
     validate("argmax", &argmax::source(151936));
-    validate("sample", &sample::source(151936));
+    for candidates in [sample::candidates_for(16 << 10), sample::candidates_for(48 << 10)] {
+        validate("sample", &sample::source(151936, candidates));
+    }
     validate("probe_read", &probe_read::source());
     validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD));
     validate("attention_flash", &attention_flash::source(&heads));

@@ -39,13 +39,17 @@ fn entries_are_kept_per_adapter() {
     // Another driver version is another stack: its entry does not apply.
     let newer = wgpu::AdapterInfo { driver_info: "2.0".into(), ..a.clone() };
     assert_eq!(load(&path, &newer).unwrap(), None);
+    // The same GPU through another backend is another stack too.
+    let gl = wgpu::AdapterInfo { backend: wgpu::Backend::Gl, ..a.clone() };
+    assert_eq!(load(&path, &gl).unwrap(), None);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains(WGPU_VERSION));
 }
 
 #[test]
 fn tuned_shapes_override_the_heuristic_for_their_weights_only() {
-    let t: &'static GemvTable = Box::leak(Box::new(table(32)));
+    let t = wginfer::ops::tune::intern(table(32));
+    assert!(std::ptr::eq(t, wginfer::ops::tune::intern(table(32))), "one copy per distinct table");
     let cfg = LinearConfig { tuned: Some(t), ..Default::default() };
     assert_eq!(cfg.gemv_shape(4864, 896, WeightType::F16), GemvShape { lanes: 32, rows: 1, threads: 256 });
     assert_eq!(cfg.gemv_shape(4864, 896, WeightType::Q4_0), GemvShape::heuristic(4864, 896));
@@ -59,7 +63,7 @@ fn bad_cache_files_name_the_file() {
     let a = adapter("gpu a");
     std::fs::write(&path, "{ not json").unwrap();
     let e = format!("{:#}", load(&path, &a).unwrap_err());
-    assert!(e.contains("tune.json") && e.contains("not a valid cache file"), "{e}");
+    assert!(e.contains("tune.json") && e.contains("not a valid cache file") && e.contains("delete"), "{e}");
     store(&dir.path().join("ok.json"), &a, &table(3)).unwrap();
     let e = format!("{:#}", load(&dir.path().join("ok.json"), &a).unwrap_err());
     assert!(e.contains("ok.json") && e.contains("896x4864 f16") && e.contains("invalid"), "{e}");

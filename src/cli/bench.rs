@@ -3,7 +3,7 @@
 //! run reads and the resulting bandwidth: the adapter's measured limits first, GEMV for every
 //! weight type, then every other kernel (cli/bench_ops.rs). `bench e2e`: whole-model speed.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -77,8 +77,8 @@ struct E2eArgs {
     #[arg(long, default_value_t = 128)]
     decode: usize,
     /// Runs of each measurement (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
     #[arg(long)]
     json: bool,
     #[arg(long)]
@@ -95,7 +95,7 @@ struct KernelArgs {
     #[arg(long)]
     quick: bool,
     /// Timed runs per case (after warm-up).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
     /// One JSON object per line instead of a table.
     #[arg(long)]
@@ -279,7 +279,15 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         _ => SHAPES,
     };
     let types: Vec<WeightType> = match &k.types {
-        Some(names) => TYPES.into_iter().filter(|t| names.iter().any(|n| n == t.name())).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                TYPES.into_iter().find(|t| t.name() == n).with_context(|| {
+                    let all: Vec<&str> = TYPES.iter().map(|t| t.name()).collect();
+                    format!("--types {n}: not one of {}", all.join(", "))
+                })
+            })
+            .collect::<Result<_>>()?,
         None => TYPES.to_vec(),
     };
     let configs = if k.sweep { sweep_configs(&gpu) } else { vec![LinearConfig::for_adapter(&gpu.caps)] };
@@ -337,7 +345,11 @@ fn kernels(k: &KernelArgs) -> Result<()> {
 
 fn parse_shape(s: &str) -> Result<(usize, usize), String> {
     let (r, c) = s.split_once('x').ok_or_else(|| format!("{s:?}: expected ROWSxCOLS, e.g. 896x4864"))?;
-    let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{s:?}: {e}"));
+    let num = |v: &str| match v.parse::<usize>() {
+        Ok(0) => Err(format!("{s:?}: a dimension of 0")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    };
     Ok((num(r)?, num(c)?))
 }
 

@@ -242,9 +242,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let b = AttnBuffers { step: &step, q: &q, k_cache: &kc, v_cache: &vc, o: &o };
             let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
             let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
-            let fits = 4 * (ctx + h.head_dim + attention_plain::WG_THREADS) + 16 * attention_plain::WG_THREADS
-                <= gpu.caps.max_workgroup_storage;
-            if fits {
+            if attention_plain::workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
                 let plain = AttentionPlain::new(gpu, &heads, ctx, &b)?;
                 r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
             }

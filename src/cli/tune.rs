@@ -26,7 +26,7 @@ pub struct TuneArgs {
     #[arg(long)]
     cache: Option<PathBuf>,
     /// Timed runs per variant (after warm-up).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
     /// Short timing loops without warm-up (software adapters, tests).
     #[arg(long)]

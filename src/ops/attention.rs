@@ -80,9 +80,7 @@ impl Attention {
             h.head_dim,
             4 * wg
         );
-        // The plain kernel keeps `threshold` scores, the query, a row of reduction values and a
-        // vec4 of partial sums per thread on chip.
-        let wg_bytes = 4 * (threshold + h.head_dim + wg) + 16 * wg;
+        let wg_bytes = super::attention_plain::workgroup_bytes(h.head_dim, threshold);
         anyhow::ensure!(
             wg_bytes <= gpu.caps.max_workgroup_storage,
             "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",

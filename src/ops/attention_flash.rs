@@ -1,4 +1,5 @@
-//! `shaders/attention_flash.wgsl`: tiled online-softmax attention (long contexts).
+//! `shaders/attention_flash.wgsl`: tiled online-softmax attention (long contexts); a decode
+//! token's positions are split over up to MAX_SPLITS workgroups per head and merged.
 
 use anyhow::Result;
 

@@ -9,6 +9,12 @@ use crate::gpu::{Bound, Gpu, Kernel};
 
 pub const WG_THREADS: u32 = 256;
 
+/// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
+/// values and a vec4 of partial sums per thread.
+pub fn workgroup_bytes(head_dim: u32, max_len: u32) -> u32 {
+    4 * (max_len + head_dim + WG_THREADS) + 16 * WG_THREADS
+}
+
 /// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
 pub fn source(h: &HeadShape, max_len: u32) -> String {
     assemble(

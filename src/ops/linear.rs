@@ -1,6 +1,7 @@
 //! The core shared by every kernel that multiplies activations by a weight (matmul, qkv_rope,
-//! swiglu): a GEMV variant for decode (few rows) and a tiled variant for prefill, chosen per
-//! step by row count. The kernels differ only in what they do with each output pair.
+//! swiglu): a GEMV variant for decode (few rows) and a prefill variant (the tensor-core core
+//! where the adapter has cooperative matrices, else the tiled core), chosen per step by row
+//! count. The kernels differ only in what they do with each output pair.
 
 use anyhow::Result;
 
@@ -70,12 +71,12 @@ impl GemvShape {
         let ok = self.lanes.is_power_of_two()
             && self.threads.is_power_of_two()
             && self.lanes <= self.threads
-            && self.threads <= 256
+            && (8..=256).contains(&self.threads)
             && matches!(self.rows, 1 | 2 | 4)
             && self.workgroup_rows().is_multiple_of(2);
         anyhow::ensure!(
             ok,
-            "GEMV shape {self:?} is invalid (powers of two, lanes <= threads <= 256, rows 1, 2 or 4, even outputs per workgroup)"
+            "GEMV shape {self:?} is invalid (powers of two, lanes <= threads, 8 <= threads <= 256, rows 1, 2 or 4, even outputs per workgroup)"
         );
         Ok(())
     }
@@ -94,7 +95,7 @@ pub const GEMV_MAX_ROWS: u32 = 4;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinearConfig {
     pub tiles: Tiles,
-    /// One GEMV shape for every weight; `None` picks `GemvShape::heuristic` per weight.
+    /// One GEMV shape for every weight; `None` takes the tuned shape, else the heuristic's.
     pub gemv: Option<GemvShape>,
     /// The adapter's subgroup sizes (smallest, largest) when GEMV rows may be reduced with
     /// subgroup operations; `None` reduces through workgroup memory.
@@ -113,11 +114,19 @@ const COOP_SGM: u32 = 2;
 const COOP_SGN: u32 = 2;
 const COOP_TK: u32 = 64;
 
+/// Workgroup memory of the tensor-core core: x and W slices (f16, rows TK + 8 apart), the f32
+/// output tile, and the norm prologue (a value per row and per thread, at most 256 threads).
+fn coop_workgroup_bytes() -> u32 {
+    let (tm, tn) = (32 * COOP_SGM, 32 * COOP_SGN);
+    (tm + tn) * (COOP_TK + 8) * 2 + tm * tn * 4 + tm * 4 + 256 * 4
+}
+
 impl LinearConfig {
     /// The heuristic choice for an adapter: subgroup reductions where subgroups exist.
     pub fn for_adapter(caps: &Caps) -> LinearConfig {
         let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
-        let coop = caps.coop_matrix.then_some(caps.max_subgroup_size);
+        let coop = (caps.coop_matrix && coop_workgroup_bytes() <= caps.max_workgroup_storage)
+            .then_some(caps.max_subgroup_size);
         LinearConfig { subgroups, coop, ..Default::default() }
     }
 
@@ -137,8 +146,7 @@ impl LinearConfig {
                 None
             }
         });
-        // One table per load, kept for the life of the process (kernels are built from it).
-        LinearConfig { tuned: tuned.map(|t| &*Box::leak(Box::new(t))), ..Self::for_adapter(&gpu.caps) }
+        LinearConfig { tuned: tuned.map(tune::intern), ..Self::for_adapter(&gpu.caps) }
     }
 
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,

@@ -8,12 +8,19 @@ use crate::sampling::SamplingParams;
 
 const WG_THREADS: u32 = 256;
 
-/// Candidates kept in workgroup memory (16 KiB: two whole buckets of a 256k vocabulary with flat
-/// logits); more fall back to scanning the vocabulary.
-const CAND_MAX: u32 = 2048;
+/// Candidates kept in workgroup memory (8 bytes each): up to 2048 (two whole buckets of a 256k
+/// vocabulary with flat logits), fewer where the adapter has less workgroup memory than the
+/// kernel's other 6 KiB plus 16 KiB; more candidates fall back to scanning the vocabulary.
+pub fn candidates_for(max_workgroup_storage: u32) -> u32 {
+    let room = max_workgroup_storage.saturating_sub(6 << 10) / 8;
+    if room < 64 {
+        return 1;
+    }
+    (1 << room.ilog2()).min(2048)
+}
 
-pub fn source(vocab: u32) -> String {
-    let defs = Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS).u32("CAND_MAX", CAND_MAX);
+pub fn source(vocab: u32, candidates: u32) -> String {
+    let defs = Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS).u32("CAND_MAX", candidates);
     assemble("sample", &defs, &["lib/reduce", "lib/argmax_reduce"])
 }
 
@@ -53,7 +60,8 @@ pub struct Sample {
 impl Sample {
     pub fn new(gpu: &Gpu, vocab: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Sample> {
         let params = gpu.buffer("sample_params", 32, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST)?;
-        let bound = Kernel::get(gpu, "sample", source(vocab))?.bind(gpu, &[&params, logits, out]);
+        let bound = Kernel::get(gpu, "sample", source(vocab, candidates_for(gpu.caps.max_workgroup_storage)))?
+            .bind(gpu, &[&params, logits, out]);
         Ok(Sample { bound, params })
     }
 

@@ -18,6 +18,19 @@ pub const WGPU_VERSION: &str = "30.0.2";
 /// Tuned GEMV shapes, keyed by `gemv_key`.
 pub type GemvTable = BTreeMap<String, GemvShape>;
 
+/// A table that lives as long as the process (kernel configurations refer to it); each distinct
+/// table is kept once, however many models are loaded.
+pub fn intern(table: GemvTable) -> &'static GemvTable {
+    static TABLES: std::sync::Mutex<Vec<&'static GemvTable>> = std::sync::Mutex::new(Vec::new());
+    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = tables.iter().find(|t| ***t == table) {
+        return t;
+    }
+    let t: &'static GemvTable = Box::leak(Box::new(table));
+    tables.push(t);
+    t
+}
+
 /// The table key of a `[n, k]` weight of type `ty`.
 pub fn gemv_key(n: u32, k: u32, ty: WeightType) -> String {
     format!("{n}x{k} {}", ty.name())
@@ -36,9 +49,9 @@ struct Entry {
     gemv: GemvTable,
 }
 
-/// What a cache entry is valid for.
+/// What a cache entry is valid for: the adapter, and its backend and driver.
 fn stack(info: &wgpu::AdapterInfo) -> (String, String) {
-    (info.name.clone(), format!("{} {}", info.driver, info.driver_info).trim().to_string())
+    (info.name.clone(), format!("{:?} {} {}", info.backend, info.driver, info.driver_info).trim().to_string())
 }
 
 /// `$WGINFER_TUNE_CACHE`, else `$XDG_CACHE_HOME/wginfer/tune.json`, else
@@ -55,7 +68,9 @@ pub fn default_path() -> Option<PathBuf> {
 
 fn read(path: &Path) -> Result<CacheFile> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading tune cache {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("tune cache {} is not a valid cache file", path.display()))
+    serde_json::from_str(&text).with_context(|| {
+        format!("tune cache {} is not a valid cache file (delete it to start a new one)", path.display())
+    })
 }
 
 /// This adapter's table from the cache at `path`; `None` if the file or the entry is absent.
