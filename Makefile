@@ -29,8 +29,9 @@ xvfb:
 
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
+# A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
 test: vulkan xvfb model lint
-	cargo test --workspace
+	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
 
 # The desktop console (opens the default model when present).
 console: vulkan model
