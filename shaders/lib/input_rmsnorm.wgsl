@@ -1,5 +1,5 @@
-// How a linear kernel reads its input rows: RMS-normalized on load, so the norm needs no
-// dispatch of its own. prepare_input computes 1 / rms of the workgroup's rows (NORM_ROWS at
+// How the prefill cores (tiled, tensor-core) read their input rows: RMS-normalized on load, so
+// the norm needs no dispatch of its own. prepare_input computes 1 / rms of the workgroup's rows (NORM_ROWS at
 // most, NORM_THREADS / NORM_ROWS threads per row, f32 accumulation); load_x4 scales by it and
 // by the norm weight. Constants: K, EPS, NORM_ROWS, NORM_THREADS (powers of two).
 @group(0) @binding(15) var<storage, read> gamma: array<vec4<f32>>;
@@ -39,16 +39,4 @@ fn prepare_input(lid: u32, m0: u32, count: u32) {
 
 fn load_x4(r: u32, m: u32, k: u32) -> vec4<f32> {
     return x[(m * K + k) / 4u] * inv_rms[r] * gamma[k / 4u];
-}
-
-// The GEMV core's view: its lane group reads all of a row of x, so it sums x^2 on the way
-// (ss, the row's total) and scales its dot products of (x * gamma) by 1/rms once at the end.
-const NORMED: bool = true;
-
-fn gemv_weigh(xr: W8, k: u32) -> W8 {
-    return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
-}
-
-fn gemv_scale(ss: f32) -> f32 {
-    return inverseSqrt(ss / f32(K) + EPS);
 }

@@ -20,6 +20,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
     ("lib/input_plain", include_str!("../../shaders/lib/input_plain.wgsl")),
     ("lib/input_rmsnorm", include_str!("../../shaders/lib/input_rmsnorm.wgsl")),
+    ("lib/gemv_input_plain", include_str!("../../shaders/lib/gemv_input_plain.wgsl")),
+    ("lib/gemv_input_rmsnorm", include_str!("../../shaders/lib/gemv_input_rmsnorm.wgsl")),
     ("lib/argmax_reduce", include_str!("../../shaders/lib/argmax_reduce.wgsl")),
     ("lib/attention_combine", include_str!("../../shaders/lib/attention_combine.wgsl")),
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),

@@ -202,24 +202,29 @@ fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'stat
 pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
     let t = cfg.tiles;
     let g = cfg.gemv_shape(s.k, s.n, weight);
-    let input = if s.norm_eps.is_some() { "lib/input_rmsnorm" } else { "lib/input_plain" };
-    let common = |d: Defs, norm_rows: u32, threads: u32| {
-        let d = d.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
+    let (input, gemv_input) = match s.norm_eps {
+        Some(_) => ("lib/input_rmsnorm", "lib/gemv_input_rmsnorm"),
+        None => ("lib/input_plain", "lib/gemv_input_plain"),
+    };
+    let base = {
+        let d = defs.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
         match s.norm_eps {
-            Some(eps) => d.f32("EPS", eps).u32("NORM_ROWS", norm_rows).u32("NORM_THREADS", threads),
+            Some(eps) => d.f32("EPS", eps),
             None => d,
         }
     };
-    let gemv_defs = common(defs.clone(), GEMV_MAX_ROWS, g.threads)
-        .u32("LANES", g.lanes)
-        .u32("RPG", g.rows)
-        .u32("WG_THREADS", g.threads);
+    // The prefill cores' norm prologue: rows per workgroup and threads.
+    let prefill_defs = |rows: u32, threads: u32| match s.norm_eps {
+        Some(_) => base.clone().u32("NORM_ROWS", rows).u32("NORM_THREADS", threads),
+        None => base.clone(),
+    };
+    let gemv_defs = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
     let (lanes, gemv_defs) = lanes_piece(g.lanes, cfg.subgroups, gemv_defs);
     let w = weight.libs();
     let tiled = match cfg.coop_for(weight) {
         Some(sg) => {
             let threads = COOP_SGM * COOP_SGN * sg;
-            let d = common(defs.clone(), 32 * COOP_SGM, threads)
+            let d = prefill_defs(32 * COOP_SGM, threads)
                 .u32("TM", 32 * COOP_SGM)
                 .u32("TN", 32 * COOP_SGN)
                 .u32("TK", COOP_TK)
@@ -229,7 +234,7 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_coop"]].concat())
         }
         None => {
-            let d = common(defs.clone(), t.tm, t.wg_x * t.wg_y)
+            let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
                 .u32("TM", t.tm)
                 .u32("TN", t.tn)
                 .u32("TK", t.tk)
@@ -240,7 +245,7 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
         }
     };
-    [assemble(name, &gemv_defs, &[w, &[lanes, input, "lib/linear_gemv"]].concat()), tiled]
+    [assemble(name, &gemv_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat()), tiled]
 }
 
 impl LinearKernels {

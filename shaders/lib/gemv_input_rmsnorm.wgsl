@@ -1,0 +1,14 @@
+// How the GEMV core reads its input rows: RMS-normalized for free. Its lane group reads all of
+// a row of x, so it sums x^2 on the way (ss, the row's total) and scales its dot products of
+// (x * gamma) by 1/rms once at the end. Constants: K, EPS.
+@group(0) @binding(15) var<storage, read> gamma: array<vec4<f32>>;
+
+const NORMED: bool = true;
+
+fn gemv_weigh(xr: W8, k: u32) -> W8 {
+    return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
+}
+
+fn gemv_scale(ss: f32) -> f32 {
+    return inverseSqrt(ss / f32(K) + EPS);
+}
