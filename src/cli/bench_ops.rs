@@ -168,7 +168,7 @@ pub(super) fn limits(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out
     };
     let n = if quick { 256 } else { 4096 };
     let rows = if quick { 64 } else { 2048 };
-    let (mm, tflops) = matmul_case(gpu, prof, (reps, quick), "-", [n, n, rows])?;
+    let (mm, tflops) = matmul_case(gpu, prof, &LinearConfig::for_gpu(gpu), (reps, quick), "-", [n, n, rows])?;
     let limits = Limits { gb_s: probe.bytes as f64 / median_ns, tflops };
     // The probes are the limits: 100% by definition.
     let printer = Printer { json: out.json, limits: Some(limits) };
@@ -182,6 +182,7 @@ pub(super) fn limits(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out
 fn matmul_case<'a>(
     gpu: &Gpu,
     prof: &mut Profiler,
+    cfg: &LinearConfig,
     (reps, quick): (u32, bool),
     model: &'a str,
     [n, k, rows]: [u32; 3],
@@ -191,11 +192,11 @@ fn matmul_case<'a>(
     Step { n_tokens: rows, ..Default::default() }.write(gpu, &step);
     let x = upload(gpu, "x", &random_f32((rows * k) as usize, 3))?;
     let y = gpu.storage("y", u64::from(rows * n) * 4)?;
-    let op = Matmul::new(gpu, &LinearConfig::for_gpu(gpu), &w, &step, &x, &y, false, true)?;
+    let op = Matmul::new(gpu, cfg, &w, &step, &x, &y, false, true)?;
     let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps.min(20), quick, 1, |p, _| op.record(p, rows))?;
     let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
     let bytes = w.gpu_bytes() + u64::from(rows) * u64::from(n + k) * 4;
-    let kernel = if gpu.caps.coop_matrix { "matmul_coop" } else { "matmul_tiled" };
+    let kernel = if cfg.coop_for(w.ty).is_some() { "matmul_coop" } else { "matmul_tiled" };
     let row = Row { kernel, model, shape: format!("{rows}x{k} . {n}x{k}^T"), median_ns, spread_ns, bytes, flops };
     Ok((row, flops as f64 / median_ns / 1e3))
 }
@@ -287,7 +288,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         let shape = format!("{}x{} f16", wgu.rows, m.d);
         r.row("swiglu", m.name, shape, wgu.gpu_bytes(), &|p| swiglu.record(p, 1))?;
         // The prefill matmul core on the gate/up shape.
-        let (row, _) = matmul_case(gpu, r.prof, (reps, quick), m.name, [2 * m.inter, m.d, m.prefill_rows])?;
+        let (row, _) = matmul_case(gpu, r.prof, &cfg, (reps, quick), m.name, [2 * m.inter, m.d, m.prefill_rows])?;
         out.print(&row);
         // Greedy and sampled token choice over the vocabulary.
         let logits = upload(gpu, "logits", &random_f32(m.vocab as usize, 7))?;

@@ -136,6 +136,15 @@ impl LinearConfig {
         self.coop.filter(|_| weight != WeightType::F32)
     }
 
+    /// (rows, columns) of one workgroup's output tile in the prefill core a weight of this type
+    /// gets.
+    fn prefill_tile(&self, weight: WeightType) -> (u32, u32) {
+        match self.coop_for(weight) {
+            Some(_) => (32 * COOP_SGM, 32 * COOP_SGN),
+            None => (self.tiles.tm, self.tiles.tn),
+        }
+    }
+
     /// `for_adapter` plus the shapes the tune cache holds for this adapter, if any (a cache
     /// that cannot be read is reported and ignored: it only ever makes things faster).
     pub fn for_gpu(gpu: &Gpu) -> LinearConfig {
@@ -221,12 +230,13 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
     let gemv_defs = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
     let (lanes, gemv_defs) = lanes_piece(g.lanes, cfg.subgroups, gemv_defs);
     let w = weight.libs();
+    let (tm, tn) = cfg.prefill_tile(weight);
     let tiled = match cfg.coop_for(weight) {
         Some(sg) => {
             let threads = COOP_SGM * COOP_SGN * sg;
-            let d = prefill_defs(32 * COOP_SGM, threads)
-                .u32("TM", 32 * COOP_SGM)
-                .u32("TN", 32 * COOP_SGN)
+            let d = prefill_defs(tm, threads)
+                .u32("TM", tm)
+                .u32("TN", tn)
                 .u32("TK", COOP_TK)
                 .u32("SG", sg)
                 .u32("SGN", COOP_SGN)
@@ -234,9 +244,9 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_coop"]].concat())
         }
         None => {
-            let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
-                .u32("TM", t.tm)
-                .u32("TN", t.tn)
+            let d = prefill_defs(tm, t.wg_x * t.wg_y)
+                .u32("TM", tm)
+                .u32("TN", tn)
                 .u32("TK", t.tk)
                 .u32("WG_X", t.wg_x)
                 .u32("WG_Y", t.wg_y)
@@ -249,7 +259,6 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
 }
 
 impl LinearKernels {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &Gpu,
         name: &'static str,
@@ -264,10 +273,7 @@ impl LinearKernels {
         gemv_shape.check()?;
         let [g, t] = sources(name, defs, weight, shape, cfg);
         let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);
-        let tile = match cfg.coop_for(weight) {
-            Some(_) => (32 * COOP_SGM, 32 * COOP_SGN),
-            None => (cfg.tiles.tm, cfg.tiles.tn),
-        };
+        let tile = cfg.prefill_tile(weight);
         Ok(LinearKernels { gemv, tiled, n: shape.n, tile, gemv_rows: gemv_shape.workgroup_rows() })
     }
 
