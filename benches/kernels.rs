@@ -12,7 +12,8 @@ use wginfer::ops::argmax::Argmax;
 use wginfer::ops::attention::AttnBuffers;
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
-use wginfer::ops::linear::LinearConfig;
+use wginfer::ops::input_f16::InputF16;
+use wginfer::ops::linear::{InputNorm, LinearConfig};
 use wginfer::ops::matmul::Matmul;
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::rmsnorm::RmsNorm;
@@ -68,6 +69,10 @@ fn kernels(c: &mut Criterion) {
     let gamma = buffer(&gpu, &values(k));
     let norm = RmsNorm::new(&gpu, k as u32, 1e-6, false, &step, &x, &gamma, &y).unwrap();
     bench(c, &gpu, &format!("rmsnorm 1x{k}"), |p| norm.record(p, 1));
+    if gpu.caps.shader_f16 {
+        let input = InputF16::new(&gpu, k as u32, &x, &y, Some(InputNorm { weight: &gamma, eps: 1e-6 })).unwrap();
+        bench(c, &gpu, &format!("input_f16 64x{k}"), |p| input.record(p, 64));
+    }
     let vocab = 32768u32;
     let logits = buffer(&gpu, &values(vocab as usize));
     let id = gpu.storage("id", 4).unwrap();

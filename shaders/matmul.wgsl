@@ -3,7 +3,7 @@
 // Constants: ACCUMULATE (y += instead of y =), Y_STRIDE and N_OFFSET (where this weight part's
 // columns land in y when a large weight is split into several bindings).
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 

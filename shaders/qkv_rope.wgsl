@@ -5,7 +5,7 @@
 // unchanged. v rows keep their original order.
 // Constants: QN = HQ*HD, KVN = HKV*HD, HD, CAP (cache slots), HAS_BIAS.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> inv_freq: array<f32>;

@@ -2,7 +2,7 @@
 // W interleaves the rows of Wg and Wu (row 2i = gate i, row 2i+1 = up i), so each output pair
 // is (gate_i, up_i). Constants: N = 2 * intermediate.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
 

@@ -10,7 +10,7 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::quant::{dequantize, to_gpu_layout};
 use wginfer::model::tensor::DType;
 use wginfer::ops::embedding::Embedding;
-use wginfer::ops::linear::LinearConfig;
+use wginfer::ops::linear::{LinearConfig, GEMV_MAX_ROWS};
 use wginfer::ops::matmul::Matmul;
 use wginfer::ops::{Step, Weight};
 
@@ -98,28 +98,34 @@ fn gpu_matmul_reads_quantized_weights() {
     let gpu = gpu();
     for (t, q, want, label) in cases().into_iter().filter(|c| c.3.ends_with("normal")) {
         let cols = want.len();
-        // A [5, cols] weight of the same row with rows scaled by the input instead: y[m, n] =
-        // sum_k x[m, k] w[k]; checks the GEMV (1 row) and tiled (9 rows) cores.
+        // A [16, cols] weight of the same row with rows scaled by the input instead: y[m, n] =
+        // sum_k x[m, k] w[k]; checks the GEMV (1 row) and prefill (9 rows) cores; 16 rows
+        // make whole tensor-core fragments where the adapter has them.
         let row = to_gpu_layout(t, &q);
-        let w = Weight::upload(&gpu, "w", t.gpu_type(), 5, cols, &row.repeat(5)).unwrap();
+        let w = Weight::upload(&gpu, "w", t.gpu_type(), 16, cols, &row.repeat(16)).unwrap();
         for rows in [1usize, 9] {
             let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
             let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
-            let yb = gpu.storage("y", (rows * 5 * 4) as u64).unwrap();
+            let yb = gpu.storage("y", (rows * 16 * 4) as u64).unwrap();
             let step = Step::buffer(&gpu).unwrap();
             Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
-            let op =
-                Matmul::new(&gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &step, &xb, &yb, false, true).unwrap();
+            let cfg = LinearConfig::for_adapter(&gpu.caps);
+            let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, true).unwrap();
+            let f16_products = rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(w.ty, cols as u32, 16).is_some();
             gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-            let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * 5 * 4) as u64).unwrap()).to_vec();
+            let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * 16 * 4) as u64).unwrap()).to_vec();
             for m in 0..rows {
-                let dot: f64 = (0..cols).map(|k| x[m * cols + k] as f64 * want[k] as f64).sum();
-                for n in 0..5 {
-                    let g = got[m * 5 + n];
-                    assert!(
-                        (g as f64 - dot).abs() <= 1e-3 * dot.abs().max(1.0),
-                        "{label} rows={rows}: got {g}, want {dot}"
-                    );
+                let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[k] as f64);
+                let dot: f64 = products.clone().sum();
+                // Tensor cores round x and the weights to f16 (11 significant bits each), so
+                // each product may be off by 2^-10 of itself.
+                let tol = match f16_products {
+                    true => 1e-3 * products.map(f64::abs).sum::<f64>(),
+                    false => 1e-3 * dot.abs().max(1.0),
+                };
+                for n in 0..16 {
+                    let g = got[m * 16 + n];
+                    assert!((g as f64 - dot).abs() <= tol, "{label} rows={rows}: got {g}, want {dot}");
                 }
             }
         }

@@ -6,7 +6,8 @@ use wginfer::ops::attention::DEFAULT_THRESHOLD;
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape};
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, matmul, probe_read, qkv_rope, rmsnorm, sample, WeightType,
+    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_read, qkv_rope, rmsnorm, sample,
+    WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -50,6 +51,8 @@ fn every_kernel_variant_validates() {
         validate("embedding", &embedding::source(ty.lib(), 896, 0, 151936));
     }
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
+    validate("input_f16", &input_f16::source(896, None));
+    validate("input_f16 normalized", &input_f16::source(896, Some(1e-6)));
     validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
     validate("argmax", &argmax::source(151936));
     for candidates in [sample::candidates_for(16 << 10), sample::candidates_for(48 << 10)] {

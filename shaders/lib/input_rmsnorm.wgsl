@@ -1,4 +1,4 @@
-// How the prefill cores (tiled, tensor-core) read their input rows: RMS-normalized on load, so
+// How the tiled prefill core reads its input rows: RMS-normalized on load, so
 // the norm needs no dispatch of its own. prepare_input computes 1 / rms of the workgroup's rows (NORM_ROWS at
 // most, NORM_THREADS / NORM_ROWS threads per row, f32 accumulation); load_x4 scales by it and
 // by the norm weight. Constants: K, EPS, NORM_ROWS, NORM_THREADS (powers of two).

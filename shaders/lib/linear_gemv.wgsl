@@ -6,9 +6,11 @@
 // in a subgroup: no barrier), and outputs reach the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
 // also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
-// Needs from the kernel: x (array<vec4<f32>>), w, step, store_pair; w_load8 from the weight
+// Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
 // piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
+alias XElem = vec4<f32>;
+
 const GROUPS: u32 = WG_THREADS / LANES;
 const WG_ROWS: u32 = GROUPS * RPG;
 const STRIDE: u32 = LANES * 8u;

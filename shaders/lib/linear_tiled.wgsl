@@ -1,9 +1,11 @@
 // Tiled matmul core for many rows (prefill): y[m, n] = sum_k x[m, k] * W[n, k].
 // A workgroup computes a TM x TN tile; each thread an RM x RN micro-tile of consecutive columns,
 // so output pairs (n, n+1) with n even reach the kernel's store_pair together.
-// Needs from the kernel: x (array<vec4<f32>>), w (array<WElem>), step, store_pair(m, n, v0, v1);
+// Needs from the kernel: x (array<XElem>), w (array<WElem>), step, store_pair(m, n, v0, v1);
 // prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm.
 // Constants: K, N, TM, TN, TK, WG_X, WG_Y, RM = TM / WG_Y, RN = TN / WG_X, ROWS_FROM_STEP.
+alias XElem = vec4<f32>;
+
 var<workgroup> xs: array<f32, TM * TK>;
 var<workgroup> ws: array<f32, TK * TN>;
 

@@ -17,6 +17,7 @@ use crate::ops::attention::AttnBuffers;
 use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_plain::{self, AttentionPlain};
 use crate::ops::embedding::Embedding;
+use crate::ops::input_f16::InputF16;
 use crate::ops::linear::{InputNorm, LinearConfig};
 use crate::ops::matmul::Matmul;
 use crate::ops::probe_read::ProbeRead;
@@ -196,7 +197,7 @@ fn matmul_case<'a>(
     let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps.min(20), quick, 1, |p, _| op.record(p, rows))?;
     let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
     let bytes = w.gpu_bytes() + u64::from(rows) * u64::from(n + k) * 4;
-    let kernel = if cfg.coop_for(w.ty).is_some() { "matmul_coop" } else { "matmul_tiled" };
+    let kernel = if cfg.coop_for(w.ty, k, n).is_some() { "matmul_coop" } else { "matmul_tiled" };
     let row = Row { kernel, model, shape: format!("{rows}x{k} . {n}x{k}^T"), median_ns, spread_ns, bytes, flops };
     Ok((row, flops as f64 / median_ns / 1e3))
 }
@@ -257,6 +258,15 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         // RMSNorm of one row.
         let norm = RmsNorm::new(gpu, m.d, 1e-6, false, &step, &x, &gamma, &y)?;
         r.row("rmsnorm", m.name, format!("1x{}", m.d), u64::from(m.d) * 12, &|p| norm.record(p, 1))?;
+        // The tensor-core prefill core's input rows: a prompt's hidden states, normalized, as f16.
+        if gpu.caps.shader_f16 {
+            let rows = m.prefill_rows;
+            let xs = upload(gpu, "xs", &random_f32((rows * m.d) as usize, 8))?;
+            let x16 = gpu.storage("x16", u64::from(rows * m.d) * 2)?;
+            let input = InputF16::new(gpu, m.d, &xs, &x16, Some(InputNorm { weight: &gamma, eps: 1e-6 }))?;
+            let bytes = u64::from(rows * m.d) * 6 + u64::from(m.d) * 4;
+            r.row("input_f16", m.name, format!("{rows}x{}", m.d), bytes, &|p| input.record(p, rows))?;
+        }
         // Embedding gather of one token.
         let table = f16_weight(gpu, "embed", m.vocab, m.d)?;
         let ids = gpu.storage_from("ids", bytemuck::cast_slice(&[m.vocab / 2]))?;

@@ -1,6 +1,7 @@
 //! Adapter selection and the device: real limits, detected features, counted buffer creation.
 
 use anyhow::{anyhow, bail, Context, Result};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -50,6 +51,7 @@ pub struct Gpu {
     pub(super) pipelines: Mutex<PipelineCache>,
     buffers_created: AtomicU64,
     bytes_allocated: AtomicU64,
+    scratch: Mutex<HashMap<&'static str, wgpu::Buffer>>,
 }
 
 /// Every adapter wgpu finds on `backends` (`None`: those `WGPU_BACKEND` allows, all when unset).
@@ -164,6 +166,7 @@ impl Gpu {
             pipelines: Mutex::new(PipelineCache::default()),
             buffers_created: AtomicU64::new(0),
             bytes_allocated: AtomicU64::new(0),
+            scratch: Mutex::default(),
         })
     }
 
@@ -199,6 +202,22 @@ impl Gpu {
         let buf = self.buffer(label, data.len() as u64, storage_usage())?;
         self.queue.write_buffer(&buf, 0, pad4(data).as_ref());
         Ok(buf)
+    }
+
+    /// A storage buffer of at least `size` bytes, shared by every caller asking for `label`: for
+    /// intermediates one dispatch writes and the next reads, so kernels that never run at the
+    /// same time can hold one copy. A larger request replaces the shared buffer; earlier callers
+    /// keep the smaller one they were given.
+    pub fn scratch(&self, label: &'static str, size: u64) -> Result<wgpu::Buffer> {
+        let mut shared = self.scratch.lock().map_err(|_| anyhow!("scratch buffers poisoned"))?;
+        match shared.get(label) {
+            Some(b) if b.size() >= size => Ok(b.clone()),
+            _ => {
+                let b = self.storage(label, size)?;
+                shared.insert(label, b.clone());
+                Ok(b)
+            }
+        }
     }
 
     /// An empty storage buffer (zeroed by wgpu).

@@ -3,7 +3,9 @@
 //! (weight type, tile sizes, decode vs prefill core) are different constants or pieces of the
 //! same files, never copied files.
 
+use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::OnceLock;
 
 /// Every WGSL file, embedded at build time.
 const FILES: &[(&str, &str)] = &[
@@ -27,10 +29,13 @@ const FILES: &[(&str, &str)] = &[
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),
     ("lib/linear_gemv", include_str!("../../shaders/lib/linear_gemv.wgsl")),
     ("lib/linear_coop", include_str!("../../shaders/lib/linear_coop.wgsl")),
+    ("lib/coop_b_direct", include_str!("../../shaders/lib/coop_b_direct.wgsl")),
+    ("lib/coop_b_staged", include_str!("../../shaders/lib/coop_b_staged.wgsl")),
     ("lib/lanes_portable", include_str!("../../shaders/lib/lanes_portable.wgsl")),
     ("lib/lanes_subgroup", include_str!("../../shaders/lib/lanes_subgroup.wgsl")),
     ("embedding", include_str!("../../shaders/embedding.wgsl")),
     ("rmsnorm", include_str!("../../shaders/rmsnorm.wgsl")),
+    ("input_f16", include_str!("../../shaders/input_f16.wgsl")),
     ("matmul", include_str!("../../shaders/matmul.wgsl")),
     ("qkv_rope", include_str!("../../shaders/qkv_rope.wgsl")),
     ("swiglu", include_str!("../../shaders/swiglu.wgsl")),
@@ -47,11 +52,29 @@ pub fn file_names() -> impl Iterator<Item = &'static str> {
 }
 
 fn file(name: &str) -> &'static str {
-    FILES
+    let embedded = FILES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, s)| *s)
-        .unwrap_or_else(|| panic!("no shader file {name:?} (a bug: FILES lists every file)"))
+        .unwrap_or_else(|| panic!("no shader file {name:?} (a bug: FILES lists every file)"));
+    overrides().get(name).map(String::as_str).unwrap_or(embedded)
+}
+
+/// Kernel developers' knob: with WGINFER_SHADERS=DIR, any `DIR/NAME.wgsl` replaces the
+/// embedded file of that name, so a shader change can be timed without rebuilding. Read once.
+fn overrides() -> &'static HashMap<&'static str, String> {
+    static OVERRIDES: OnceLock<HashMap<&'static str, String>> = OnceLock::new();
+    OVERRIDES.get_or_init(|| {
+        let Some(dir) = std::env::var_os("WGINFER_SHADERS") else { return Default::default() };
+        let dir = std::path::PathBuf::from(dir);
+        let found: HashMap<_, _> = FILES
+            .iter()
+            .filter_map(|(n, _)| Some((*n, std::fs::read_to_string(dir.join(format!("{n}.wgsl"))).ok()?)))
+            .collect();
+        let names: Vec<&str> = found.keys().copied().collect();
+        eprintln!("WGINFER_SHADERS={}: replacing {names:?}", dir.display());
+        found
+    })
 }
 
 /// Compile-time constants of one kernel variant.

@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 
+use super::input_f16::InputF16;
 use super::tune::{self, GemvTable};
 use super::{grid, groups, WeightType};
 use crate::gpu::shader::{assemble, Defs};
@@ -108,17 +109,21 @@ pub struct LinearConfig {
     pub tuned: Option<&'static GemvTable>,
 }
 
-/// The tensor-core core's tile: COOP_SGM x COOP_SGN subgroups of 32 x 32 outputs, k in slices
-/// of COOP_TK (H200: 64 beat 32 by 5%; 32 x 64 tiles were 2x slower, docs/PERF.md).
-const COOP_SGM: u32 = 2;
+/// The tensor-core core's workgroup: COOP_SGM x COOP_SGN blocks of 32 x 32 outputs, each
+/// shared by COOP_SGK subgroups that split k between them (so weights with few rows still give
+/// every SM enough subgroups); the best of eight shapes on the H200 for every Qwen2.5-0.5B
+/// weight (docs/PERF.md). Quantized weights are dequantized into workgroup memory in k slices
+/// of COOP_TK.
+const COOP_SGM: u32 = 1;
 const COOP_SGN: u32 = 2;
+const COOP_SGK: u32 = 2;
 const COOP_TK: u32 = 64;
 
-/// Workgroup memory of the tensor-core core: x and W slices (f16, rows TK + 8 apart), the f32
-/// output tile, and the norm prologue (a value per row and per thread, at most 256 threads).
+/// Workgroup memory of the tensor-core core: the f32 output tile of each k share and, for
+/// quantized weights, a W slice (f16, rows TK + 8 apart).
 fn coop_workgroup_bytes() -> u32 {
     let (tm, tn) = (32 * COOP_SGM, 32 * COOP_SGN);
-    (tm + tn) * (COOP_TK + 8) * 2 + tm * tn * 4 + tm * 4 + 256 * 4
+    tn * (COOP_TK + 8) * 2 + COOP_SGK * tm * tn * 4
 }
 
 impl LinearConfig {
@@ -130,16 +135,16 @@ impl LinearConfig {
         LinearConfig { subgroups, coop, ..Default::default() }
     }
 
-    /// The subgroup size if a weight of this type is multiplied on tensor cores: every type but
-    /// f32, whose user asked for f32 arithmetic (the tensor-core path rounds x and W to f16).
-    pub fn coop_for(&self, weight: WeightType) -> Option<u32> {
-        self.coop.filter(|_| weight != WeightType::F32)
+    /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every
+    /// type but f32, whose user asked for f32 arithmetic (the tensor-core path rounds x and W to
+    /// f16), and shapes of whole 16 x 16 fragments.
+    pub fn coop_for(&self, weight: WeightType, k: u32, n: u32) -> Option<u32> {
+        self.coop.filter(|_| weight != WeightType::F32 && k.is_multiple_of(16) && n.is_multiple_of(16))
     }
 
-    /// (rows, columns) of one workgroup's output tile in the prefill core a weight of this type
-    /// gets.
-    fn prefill_tile(&self, weight: WeightType) -> (u32, u32) {
-        match self.coop_for(weight) {
+    /// (rows, columns) of one workgroup's output tile in the prefill core a weight gets.
+    fn prefill_tile(&self, weight: WeightType, s: &LinearShape) -> (u32, u32) {
+        match self.coop_for(weight, s.k, s.n) {
             Some(_) => (32 * COOP_SGM, 32 * COOP_SGN),
             None => (self.tiles.tm, self.tiles.tn),
         }
@@ -171,6 +176,9 @@ impl LinearConfig {
 pub struct LinearKernels {
     pub gemv: Kernel,
     pub tiled: Kernel,
+    /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
+    coop: bool,
+    k: u32,
     n: u32,
     /// (rows, columns) of one workgroup's output tile in the tiled variant.
     tile: (u32, u32),
@@ -230,18 +238,25 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
     let gemv_defs = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
     let (lanes, gemv_defs) = lanes_piece(g.lanes, cfg.subgroups, gemv_defs);
     let w = weight.libs();
-    let (tm, tn) = cfg.prefill_tile(weight);
-    let tiled = match cfg.coop_for(weight) {
+    let (tm, tn) = cfg.prefill_tile(weight, s);
+    let tiled = match cfg.coop_for(weight, s.k, s.n) {
         Some(sg) => {
-            let threads = COOP_SGM * COOP_SGN * sg;
-            let d = prefill_defs(tm, threads)
+            let threads = COOP_SGM * COOP_SGN * COOP_SGK * sg;
+            let d = base
+                .clone()
                 .u32("TM", tm)
                 .u32("TN", tn)
                 .u32("TK", COOP_TK)
                 .u32("SG", sg)
                 .u32("SGN", COOP_SGN)
+                .u32("SGK", COOP_SGK)
                 .u32("WG_THREADS", threads);
-            assemble(name, &d, &[w, &[input, "lib/linear_coop"]].concat())
+            // f16 weights are B fragments as they lie; other types go through workgroup memory.
+            let b: &[&str] = match weight {
+                WeightType::F16 => &["lib/coop_b_direct"],
+                _ => &[w, &["lib/coop_b_staged"]].concat(),
+            };
+            assemble(name, &d, &[b, &["lib/linear_coop"]].concat())
         }
         None => {
             let d = prefill_defs(tm, t.wg_x * t.wg_y)
@@ -273,8 +288,10 @@ impl LinearKernels {
         gemv_shape.check()?;
         let [g, t] = sources(name, defs, weight, shape, cfg);
         let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);
-        let tile = cfg.prefill_tile(weight);
-        Ok(LinearKernels { gemv, tiled, n: shape.n, tile, gemv_rows: gemv_shape.workgroup_rows() })
+        let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
+        let tile = cfg.prefill_tile(weight, shape);
+        let gemv_rows = gemv_shape.workgroup_rows();
+        Ok(LinearKernels { gemv, tiled, coop, k: shape.k, n: shape.n, tile, gemv_rows })
     }
 
     /// Which variant serves `rows` rows, and its workgroup counts.
@@ -292,26 +309,38 @@ pub struct BoundLinear {
     kernels: LinearKernels,
     gemv: Bound,
     tiled: Bound,
+    /// Writes the f16 input rows the tensor-core prefill variant reads.
+    input_f16: Option<InputF16>,
 }
 
 impl BoundLinear {
-    /// `buffers` go to bindings 0, 1, 2, ...; `norm_weight` (with a normalizing shape) to 15.
+    /// `buffers` go to bindings 0, 1 (x), 2, ...; `norm` (with a normalizing shape) to 15. The
+    /// tensor-core variant reads x as f16 rows from a scratch buffer shared by every linear
+    /// kernel, written just before it.
     pub fn new(
         gpu: &Gpu,
         kernels: LinearKernels,
         buffers: &[&wgpu::Buffer],
-        norm_weight: Option<&wgpu::Buffer>,
-    ) -> BoundLinear {
-        let entries: Vec<(u32, &wgpu::Buffer)> = buffers
-            .iter()
-            .copied()
-            .enumerate()
-            .map(|(i, b)| (i as u32, b))
-            .chain(norm_weight.map(|g| (15, g)))
-            .collect();
-        let gemv = kernels.gemv.bind_at(gpu, &entries);
-        let tiled = kernels.tiled.bind_at(gpu, &entries);
-        BoundLinear { kernels, gemv, tiled }
+        norm: Option<InputNorm>,
+    ) -> Result<BoundLinear> {
+        let entries: Vec<(u32, &wgpu::Buffer)> =
+            buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
+        let norm_entry = norm.map(|n| (15, n.weight));
+        let gemv = kernels.gemv.bind_at(gpu, &[&entries[..], norm_entry.as_slice()].concat());
+        let (tiled, input_f16) = match kernels.coop {
+            false => (kernels.tiled.bind_at(gpu, &[&entries[..], norm_entry.as_slice()].concat()), None),
+            true => {
+                let x = buffers[1];
+                // Whole tiles of rows: the core reads past the step's last row.
+                let rows = x.size() / (4 * u64::from(kernels.k)) + u64::from(kernels.tile.0);
+                let x16 = gpu.scratch("x_f16", rows * u64::from(kernels.k) * 2)?;
+                let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
+                let mut coop_entries = entries.clone();
+                coop_entries[1].1 = &x16;
+                (kernels.tiled.bind_at(gpu, &coop_entries), Some(input))
+            }
+        };
+        Ok(BoundLinear { kernels, gemv, tiled, input_f16 })
     }
 
     pub fn name(&self) -> &'static str {
@@ -324,6 +353,9 @@ impl BoundLinear {
         if use_gemv {
             self.gemv.record(pass, wg);
         } else {
+            if let Some(input) = &self.input_f16 {
+                input.record(pass, rows);
+            }
             self.tiled.record(pass, wg);
         }
     }

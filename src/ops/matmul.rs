@@ -36,7 +36,7 @@ impl Matmul {
             .map(|p| {
                 let shape = LinearShape { k: w.cols, n: p.rows, rows_from_step, norm_eps: None };
                 let k = LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty, &shape, cfg)?;
-                Ok(BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None))
+                BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None)
             })
             .collect::<Result<_>>()?;
         Ok(Matmul { parts })

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod attention_flash;
 pub mod attention_plain;
 pub mod embedding;
+pub mod input_f16;
 pub mod linear;
 pub mod matmul;
 pub mod probe_read;

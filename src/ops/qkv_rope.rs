@@ -67,7 +67,7 @@ impl QkvRope {
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias = b.bias.unwrap_or(b.inv_freq);
         let buffers = [b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache];
-        Ok(QkvRope(BoundLinear::new(gpu, k, &buffers, b.norm.map(|n| n.weight))))
+        Ok(QkvRope(BoundLinear::new(gpu, k, &buffers, b.norm)?))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

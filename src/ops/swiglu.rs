@@ -25,7 +25,7 @@ impl SwiGlu {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
         let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: norm.map(|n| n.eps) };
         let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty, &shape, cfg)?;
-        Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm.map(|n| n.weight))))
+        Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm)?))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

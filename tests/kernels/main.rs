@@ -5,6 +5,7 @@ mod argmax;
 mod attention;
 mod common;
 mod embedding;
+mod input_f16;
 mod matmul;
 mod probe_read;
 mod qkv_rope;
