@@ -62,7 +62,7 @@ fn main(
         let j = j0 + lid;
         let valid = j < j_end;
         let slot = (lo + j) % CAP;
-        let s = select(-3.0e38, score(slot, kvh), valid);
+        let s = select(-3.0e38, score(slot, kvh, 0u), valid);
         let m_new = max(m, wg_max(lid, s));
         let w = select(0.0, exp(s - m_new), valid);
         p[lid] = w;

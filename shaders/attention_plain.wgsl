@@ -1,11 +1,13 @@
 // Attention for short contexts: one workgroup per (query head, token) keeps every score of its
 // row in workgroup memory (at most PLAIN_MAX), then softmax and the weighted sum of V (split
 // over thread groups by lib/attention_combine, so decode with few heads keeps the whole
-// workgroup busy). Scores are one position per thread, K read as vec4s.
+// workgroup busy). Each score is SCORE_LANES lanes reading its K row as adjacent vec4s
+// (lib/attention_combine); one position per thread (each load of a warp touching 32 rows) took
+// 1.5x as long for a 512-token prefill on the H200 (docs/PERF.md).
 // Grouped-query attention: query head h reads KV head h / (HQ / HKV).
 // The token at absolute position pos sees positions kv_lo ..= pos (causal, and what the ring
 // still holds). Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX,
-// SCALE, WG_THREADS.
+// SCALE, WG_THREADS, SCORE_LANES (dividing HD / 4).
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
@@ -37,11 +39,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         qs[e] = q[qo + e] * SCALE;
     }
     workgroupBarrier();
+    // SCORE_LANES lanes per position: a round covers WG_THREADS / SCORE_LANES positions.
     var mx = -3.0e38;
-    for (var j = lid; j < n; j += WG_THREADS) {
-        let s = score(slot_at(j), kvh);
-        scores[j] = s;
-        mx = max(mx, s);
+    let lane = lid % SCORE_LANES;
+    for (var j0 = 0u; j0 < n; j0 += WG_THREADS / SCORE_LANES) {
+        let j = j0 + lid / SCORE_LANES;
+        let s = score(slot_at(min(j, n - 1u)), kvh, lane);
+        if (j < n) {
+            scores[j] = s;
+            mx = max(mx, s);
+        }
     }
     mx = wg_max(lid, mx);
     var sum = 0.0;

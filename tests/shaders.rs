@@ -59,7 +59,9 @@ fn every_kernel_variant_validates() {
         validate("sample", &sample::source(151936, candidates));
     }
     validate("probe_read", &probe_read::source());
-    validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD));
+    for score_lanes in [1, 2, 4] {
+        validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD, score_lanes));
+    }
     validate("attention_flash", &attention_flash::source(&heads));
 }
 

@@ -25,14 +25,17 @@ fn v_part(first: u32, end: u32, kvh: u32, d4: u32) -> vec4<f32> {
     return acc;
 }
 
-// q . K[slot] (q already scaled, in qs).
-fn score(slot: u32, kvh: u32) -> f32 {
+// q . K[slot] (q already scaled, in qs), by SCORE_LANES adjacent lanes (lane = 0 ..
+// SCORE_LANES - 1) that each read every SCORE_LANES-th vec4 of the K row: neighbouring lanes
+// read neighbouring 16 bytes, and score_lanes_sum (lib/score_sum_*) adds their parts.
+fn score(slot: u32, kvh: u32, lane: u32) -> f32 {
     let ko = (slot * HKV + kvh) * D4;
     var s = 0.0;
-    for (var e = 0u; e < D4; e++) {
-        s += dot(qs[e], k_cache[ko + e]);
+    for (var e = 0u; e < D4 / SCORE_LANES; e++) {
+        let i = e * SCORE_LANES + lane;
+        s += dot(qs[i], k_cache[ko + i]);
     }
-    return s;
+    return score_lanes_sum(s);
 }
 
 // The groups' sums added: dimensions 4*lid .. 4*lid+3 in threads lid < D4.

@@ -26,6 +26,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/gemv_input_rmsnorm", include_str!("../../shaders/lib/gemv_input_rmsnorm.wgsl")),
     ("lib/argmax_reduce", include_str!("../../shaders/lib/argmax_reduce.wgsl")),
     ("lib/attention_combine", include_str!("../../shaders/lib/attention_combine.wgsl")),
+    ("lib/score_sum_shuffle", include_str!("../../shaders/lib/score_sum_shuffle.wgsl")),
+    ("lib/score_sum_one", include_str!("../../shaders/lib/score_sum_one.wgsl")),
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),
     ("lib/linear_gemv", include_str!("../../shaders/lib/linear_gemv.wgsl")),
     ("lib/linear_coop", include_str!("../../shaders/lib/linear_coop.wgsl")),

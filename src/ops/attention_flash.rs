@@ -13,8 +13,9 @@ pub const WG_THREADS: u32 = 256;
 pub const MAX_SPLITS: u32 = 32;
 
 pub fn source(h: &HeadShape) -> String {
-    let defs = head_defs(h, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS);
-    assemble("attention_flash", &defs, &["lib/reduce", "lib/attention_combine"])
+    // One lane per score: a tile is one position per thread.
+    let defs = head_defs(h, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
+    assemble("attention_flash", &defs, &["lib/reduce", "lib/score_sum_one", "lib/attention_combine"])
 }
 
 pub struct AttentionFlash {
