@@ -101,8 +101,9 @@ pub struct Forward {
     pub timings: Vec<Timing>,
     /// The attention kernel the last step used.
     pub last_attention: AttnKind,
-    /// Kernel launches recorded in the last submit (a weight split over several bindings adds
-    /// one dispatch per extra part).
+    /// Kernel launches recorded in the last submit, one per op: a weight split over several
+    /// bindings adds one dispatch per extra part, and a tensor-core prefill projection one for
+    /// its `input_f16`, neither counted here (a decode step on an unsplit model has neither).
     pub last_launches: usize,
     /// Submits of the last step (one per chunk of `max_rows` tokens).
     pub last_submits: usize,
