@@ -325,10 +325,10 @@ impl BoundLinear {
     ) -> Result<BoundLinear> {
         let entries: Vec<(u32, &wgpu::Buffer)> =
             buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
-        let norm_entry = norm.map(|n| (15, n.weight));
-        let gemv = kernels.gemv.bind_at(gpu, &[&entries[..], norm_entry.as_slice()].concat());
+        let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
+        let gemv = kernels.gemv.bind_at(gpu, &with_norm);
         let (tiled, input_f16) = match kernels.coop {
-            false => (kernels.tiled.bind_at(gpu, &[&entries[..], norm_entry.as_slice()].concat()), None),
+            false => (kernels.tiled.bind_at(gpu, &with_norm), None),
             true => {
                 let x = buffers[1];
                 // Whole tiles of rows: the core reads past the step's last row.
