@@ -6,8 +6,8 @@ use wginfer::ops::attention::DEFAULT_THRESHOLD;
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape};
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_read, qkv_rope, rmsnorm, sample,
-    WeightType,
+    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qkv_rope,
+    rmsnorm, sample, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -59,6 +59,12 @@ fn every_kernel_variant_validates() {
         validate("sample", &sample::source(151936, candidates));
     }
     validate("probe_read", &probe_read::source());
+    for read_step in [false, true] {
+        validate(
+            "probe_launch",
+            &probe_launch::source(&probe_launch::LaunchShape { workgroups: 1, threads: 64, read_step }, 1),
+        );
+    }
     for score_lanes in [1, 2, 4] {
         validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD, score_lanes));
     }

@@ -291,17 +291,16 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         None => TYPES.to_vec(),
     };
     let configs = if k.sweep { sweep_configs(&gpu) } else { vec![LinearConfig::for_adapter(&gpu.caps)] };
-    // GEMV experiments (--sweep, --shapes, --types) time GEMV alone; the full run measures the
-    // adapter's limits first and every other kernel after the GEMV table.
+    // The adapter's limits first (every row's % is against them), then the GEMV table; GEMV
+    // experiments (--sweep, --shapes, --types) stop there, the full run goes on with every
+    // other kernel.
     let full = !(k.sweep || k.shapes.is_some() || k.types.is_some());
     if !k.json {
         println!("adapter: {} ({:?})", gpu.info.name, gpu.info.backend);
     }
     let mut printer = bench_ops::Printer { json: k.json, limits: None };
-    if full {
-        printer.header();
-        printer.limits = Some(bench_ops::limits(&gpu, &mut prof, k.reps, k.quick, &printer)?);
-    }
+    printer.header();
+    printer.limits = Some(bench_ops::limits(&gpu, &mut prof, k.reps, k.quick, &printer)?);
     let limit_gb_s = printer.limits.as_ref().map(|l| l.gb_s);
     if !k.json {
         println!(
@@ -414,18 +413,24 @@ impl GemvBench {
             .iter()
             .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, false))
             .collect::<Result<Vec<_>>>()?;
-        time_dispatches(gpu, prof, reps, quick, ops.len(), |pass, i| ops[i].record(pass, 1))
+        time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record(pass, 1))
     }
 }
 
-/// Median and p10-p90 spread (ns) of `reps` dispatches from GPU timestamps; `record(pass, i)`
-/// records one, `i` cycling through `variants` (copies of the data, so caches do not help).
-/// Warm-up first: compile on the driver and keep the GPU busy long enough to leave its idle
-/// clocks (200 ms; none with `quick`).
+/// Dispatches per timed sample: GPU timestamps written between two dispatches cost ~4.5 us
+/// each on the H200 (a chain of dependent launches costs 1.8 us per launch, a store-only
+/// kernel timed alone 6.3 us), so a sample times a chain of dependent dispatches, back to back
+/// as a decode step runs them, and reports the time per dispatch.
+pub(super) const CHAIN: usize = 8;
+
+/// Median and p10-p90 spread (ns per dispatch) of `reps` samples from GPU timestamps, each a
+/// chain of `chain` dispatches; `record(pass, i)` records one, `i` cycling through `variants`
+/// (copies of the data, so caches do not help). Warm-up first: compile on the driver and keep
+/// the GPU busy long enough to leave its idle clocks (200 ms; none with `quick`).
 pub(super) fn time_dispatches(
     gpu: &Gpu,
     prof: &mut Profiler,
-    reps: u32,
+    (reps, chain): (u32, usize),
     quick: bool,
     variants: usize,
     record: impl Fn(&mut wgpu::ComputePass<'_>, usize),
@@ -442,15 +447,15 @@ pub(super) fn time_dispatches(
     {
         let mut pass = enc.begin_compute_pass(&Default::default());
         prof.begin();
-        for i in 0..reps as usize {
+        for sample in 0..reps as usize {
             prof.mark(&mut pass, Span { layer: None, part: Part::Other, kernel: "bench" });
-            record(&mut pass, i % variants);
+            (0..chain).for_each(|j| record(&mut pass, (sample * chain + j) % variants));
         }
         prof.finish(&mut pass);
     }
     prof.resolve(&mut enc);
     gpu.queue.submit([enc.finish()]);
-    let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns).collect();
+    let mut ns: Vec<f64> = prof.read(gpu)?.iter().map(|t| t.ns / chain as f64).collect();
     ns.sort_by(f64::total_cmp);
     Ok((ns[ns.len() / 2], ns[ns.len() * 9 / 10] - ns[ns.len() / 10]))
 }

@@ -7,7 +7,7 @@
 use anyhow::Result;
 use serde_json::json;
 
-use super::bench::time_dispatches;
+use super::bench::{time_dispatches, CHAIN};
 use crate::gpu::profiler::Profiler;
 use crate::gpu::Gpu;
 use crate::model::synthetic;
@@ -20,6 +20,7 @@ use crate::ops::embedding::Embedding;
 use crate::ops::input_f16::InputF16;
 use crate::ops::linear::{InputNorm, LinearConfig};
 use crate::ops::matmul::Matmul;
+use crate::ops::probe_launch::{LaunchShape, ProbeLaunch};
 use crate::ops::probe_read::ProbeRead;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
 use crate::ops::rmsnorm::RmsNorm;
@@ -157,7 +158,7 @@ pub(super) fn limits(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out
     let src = gpu.storage("probe src", bytes)?;
     let sink = gpu.storage("probe sink", 16)?;
     let probe = ProbeRead::new(gpu, &src, &sink)?;
-    let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps, quick, 1, |p, _| probe.record(p))?;
+    let (median_ns, spread_ns) = time_dispatches(gpu, prof, (reps, CHAIN), quick, 1, |p, _| probe.record(p))?;
     let read = Row {
         kernel: "probe_read",
         model: "-",
@@ -175,7 +176,42 @@ pub(super) fn limits(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out
     let printer = Printer { json: out.json, limits: Some(limits) };
     printer.print(&read);
     printer.print(&mm);
+    launch_rows(gpu, prof, reps, quick, &Printer { json: out.json, limits: None })?;
     Ok(limits)
+}
+
+/// Dependent launches per timed chain of the launch probe (the timestamps' own cost, spread
+/// over the chain, stays under 0.1 us per launch).
+const LAUNCH_CHAIN: usize = 64;
+
+/// What one dependent kernel launch costs (the floor under every decode kernel): chains of
+/// LAUNCH_CHAIN probe dispatches timed as one, reported per launch, in shapes (wg: workgroups)
+/// that tell the parts apart.
+fn launch_rows(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &Printer) -> Result<()> {
+    // Independent launches write counters of their own, so wgpu puts no barrier between them.
+    let counters: Vec<wgpu::Buffer> =
+        (0..LAUNCH_CHAIN).map(|_| gpu.storage("launch counter", 16)).collect::<Result<_>>()?;
+    let step = Step::buffer(gpu)?;
+    let one = LaunchShape { workgroups: 1, threads: 64, read_step: false };
+    // (label, shape, pipelines taking turns, counters)
+    let cases = [
+        ("1 wg", one, 1, 1),
+        ("1 wg, uniform read", LaunchShape { read_step: true, ..one }, 1, 1),
+        ("576 wg x 256 threads", LaunchShape { workgroups: 576, threads: 256, ..one }, 1, 1),
+        ("1 wg, 2 pipelines", one, 2, 1),
+        ("1 wg, independent", one, 1, counters.len()),
+    ];
+    for (label, shape, pipelines, n_counters) in cases {
+        let ops: Vec<ProbeLaunch> = (0..pipelines.max(n_counters))
+            .map(|i| ProbeLaunch::new(gpu, &shape, 1 + (i % pipelines) as u32, &counters[i % n_counters], &step))
+            .collect::<Result<_>>()?;
+        let record = |p: &mut wgpu::ComputePass<'_>, i: usize| ops[i].record(p);
+        let (median_ns, spread_ns) = time_dispatches(gpu, prof, (reps, LAUNCH_CHAIN), quick, ops.len(), record)?;
+        let row =
+            Row { kernel: "probe_launch", model: "-", shape: label.into(), median_ns, spread_ns, bytes: 0, flops: 0 };
+        out.print(&row);
+    }
+    Ok(())
 }
 
 /// The prefill matmul core (tensor cores where the adapter has them) on `rows` rows of an f16
@@ -194,7 +230,8 @@ fn matmul_case<'a>(
     let x = upload(gpu, "x", &random_f32((rows * k) as usize, 3))?;
     let y = gpu.storage("y", u64::from(rows * n) * 4)?;
     let op = Matmul::new(gpu, cfg, &w, &step, &x, &y, false, true)?;
-    let (median_ns, spread_ns) = time_dispatches(gpu, prof, reps.min(20), quick, 1, |p, _| op.record(p, rows))?;
+    let (median_ns, spread_ns) =
+        time_dispatches(gpu, prof, (reps.min(20), CHAIN), quick, 1, |p, _| op.record(p, rows))?;
     let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
     let bytes = w.gpu_bytes() + u64::from(rows) * u64::from(n + k) * 4;
     let kernel = if cfg.coop_for(w.ty, k, n).is_some() { "matmul_coop" } else { "matmul_tiled" };
@@ -220,7 +257,8 @@ impl Reporter<'_> {
         bytes: u64,
         record: &dyn Fn(&mut wgpu::ComputePass<'_>),
     ) -> Result<()> {
-        let (median_ns, spread_ns) = time_dispatches(self.gpu, self.prof, self.reps, self.quick, 1, |p, _| record(p))?;
+        let (median_ns, spread_ns) =
+            time_dispatches(self.gpu, self.prof, (self.reps, CHAIN), self.quick, 1, |p, _| record(p))?;
         self.out.print(&Row { kernel, model, shape, median_ns, spread_ns, bytes, flops: 0 });
         Ok(())
     }

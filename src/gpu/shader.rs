@@ -46,6 +46,7 @@ const FILES: &[(&str, &str)] = &[
     ("argmax", include_str!("../../shaders/argmax.wgsl")),
     ("sample", include_str!("../../shaders/sample.wgsl")),
     ("probe_read", include_str!("../../shaders/probe_read.wgsl")),
+    ("probe_launch", include_str!("../../shaders/probe_launch.wgsl")),
 ];
 
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).

@@ -9,6 +9,7 @@ pub mod embedding;
 pub mod input_f16;
 pub mod linear;
 pub mod matmul;
+pub mod probe_launch;
 pub mod probe_read;
 pub mod qkv_rope;
 pub mod rmsnorm;

@@ -7,6 +7,7 @@ mod common;
 mod embedding;
 mod input_f16;
 mod matmul;
+mod probe_launch;
 mod probe_read;
 mod qkv_rope;
 mod rmsnorm;
