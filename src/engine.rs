@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use crate::gpu::{Gpu, GpuOptions};
-use crate::model::forward::{Forward, ForwardOptions, Readback, StepOutput};
+use crate::model::forward::{Forward, ForwardOptions, PendingStep, Readback, StepIds, StepOutput};
 use crate::ops::sample::SampleParams;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::TextTokenizer;
@@ -138,6 +138,11 @@ impl Engine {
             _ => Readback::Logits,
         };
         let eos = self.eos_ids();
+        // With the token chosen on the GPU, the next step is queued before this one's id is
+        // read: the GPU runs decode steps back to back instead of waiting for the host between
+        // tokens (docs/PERF.md). Profiling reads each step's timings, one step at a time.
+        let pipelined = readback(1) != Readback::Logits && !self.forward.profiling();
+        let mut queued: Option<PendingStep> = None;
         let t0 = Instant::now();
         let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback(0))?;
         let ttft = t0.elapsed().as_secs_f64();
@@ -163,12 +168,26 @@ impl Engine {
             if ids.len() >= req.max_tokens {
                 break Finish::Length;
             }
-            if self.forward.kv.place(1).is_err() {
+            if self.forward.kv.place(1).is_err() && queued.is_none() {
                 break Finish::ContextFull;
             }
-            out = self.forward.step(&self.gpu, &[next], readback(ids.len() as u32))?;
+            // This token's step: queued already when the previous step chose it on the GPU.
+            let current = match queued.take() {
+                Some(p) => p,
+                None => self.forward.submit(&self.gpu, StepIds::Host(&[next]), readback(ids.len() as u32))?,
+            };
             self.cached.push(next);
+            if pipelined && ids.len() + 1 < req.max_tokens && self.forward.kv.place(1).is_ok() {
+                queued = Some(self.forward.submit(&self.gpu, StepIds::Chosen, readback(ids.len() as u32 + 1))?);
+            }
+            out = self.forward.finish(&self.gpu, current)?;
         };
+        // A step queued for the token that ended the generation: its position is taken back,
+        // as if it had never run.
+        if let Some(p) = queued {
+            self.forward.finish(&self.gpu, p)?;
+            self.forward.kv.retreat(1);
+        }
         let decode_s = t_decode.elapsed().as_secs_f64();
         Ok(Generation {
             finish,

@@ -124,3 +124,30 @@ fn streaming_detokenization_never_splits_a_character() {
     }
     assert_eq!(out, text);
 }
+
+/// Decode queues each step before the previous one's id is read back; a generation stopped
+/// early takes the queued step back: the cache holds exactly the tokens that ran, and going on
+/// from it gives the logits of a fresh run over the whole sequence.
+#[test]
+fn a_stopped_generation_leaves_the_cache_as_if_nothing_was_queued() {
+    let name = "qwen2-f32";
+    let cases = golden(name)["cases"].as_array().unwrap().clone();
+    let prompt = cases.iter().map(|c| ids(&c["prompt_ids"])).find(|p| (8..=64).contains(&p.len())).unwrap();
+    let mut engine = Engine::load(&fixture(name), &EngineOptions::default()).unwrap();
+    let req =
+        Request { prompt_ids: prompt.clone(), max_tokens: 10, sampling: SamplingParams::default(), stop_at_eos: false };
+    let mut seen = 0;
+    let got = engine.generate(&req, |_| {
+        seen += 1;
+        seen < 3
+    });
+    let got = got.unwrap().ids;
+    assert_eq!(got.len(), 3);
+    // The prompt and the two tokens whose steps ran; the third was only chosen.
+    assert_eq!(engine.forward.kv.position() as usize, prompt.len() + 2);
+    let whole: Vec<u32> = prompt.iter().chain(&got).copied().chain([5, 6]).collect();
+    let continued = engine.prompt_logits(&whole).unwrap();
+    let want = Engine::load(&fixture(name), &EngineOptions::default()).unwrap().prompt_logits(&whole).unwrap();
+    let worst = continued.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst <= 1e-3, "logits after a stopped generation differ by up to {worst}");
+}

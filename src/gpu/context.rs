@@ -238,12 +238,24 @@ impl Gpu {
 
     /// Waits for `buf` (MAP_READ) and returns its first `size` bytes.
     pub fn map_read(&self, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        self.map_read_after(buf, size, None)
+    }
+
+    /// `map_read` waiting only for `submission` (the last one that writes `buf`), not for
+    /// later work already queued behind it.
+    pub fn map_read_after(
+        &self,
+        buf: &wgpu::Buffer,
+        size: u64,
+        submission: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u8>> {
         let slice = buf.slice(0..size);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        let wait = wgpu::PollType::Wait { submission_index: submission, timeout: None };
+        self.device.poll(wait).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
         rx.recv()
             .map_err(|_| anyhow!("buffer map callback never ran"))?
             .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;

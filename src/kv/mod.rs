@@ -57,6 +57,12 @@ impl KvCache {
         self.next_pos += n;
     }
 
+    /// Takes back the last `n` positions (a step queued for a token that ended the generation);
+    /// their slots are rewritten by whatever runs there next.
+    pub fn retreat(&mut self, n: u32) {
+        self.next_pos = self.next_pos.saturating_sub(n);
+    }
+
     pub fn position(&self) -> u32 {
         self.next_pos
     }

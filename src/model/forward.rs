@@ -65,6 +65,23 @@ pub enum Readback {
     Logits,
 }
 
+/// Where a step's token ids come from.
+#[derive(Clone, Copy, Debug)]
+pub enum StepIds<'a> {
+    /// From the host: a prompt, or a token chosen on the CPU.
+    Host(&'a [u32]),
+    /// The one id the previous step chose, copied on the GPU: a decode step that can be queued
+    /// before that id has been read back, so the GPU never waits for the host between tokens.
+    Chosen,
+}
+
+/// A submitted step whose result has not been read yet (see `Forward::submit`).
+pub struct PendingStep {
+    submission: wgpu::SubmissionIndex,
+    slot: usize,
+    readback: Readback,
+}
+
 pub struct StepOutput {
     /// The argmax id, or the GPU-sampled id with `Readback::Sample`.
     pub id: u32,
@@ -87,7 +104,10 @@ pub struct Forward {
     ids: wgpu::Buffer,
     logits: wgpu::Buffer,
     next_id: wgpu::Buffer,
-    id_staging: wgpu::Buffer,
+    /// One per step in flight (at most two: `submit` queues a step behind the running one).
+    id_staging: [wgpu::Buffer; 2],
+    next_slot: usize,
+    in_flight: usize,
     logits_staging: wgpu::Buffer,
     embed: Embedding,
     layers: Vec<LayerOps>,
@@ -133,7 +153,8 @@ impl Forward {
         let h = f32s("h", rows * cfg.intermediate as u64)?;
         let logits = f32s("logits", cfg.vocab as u64)?;
         let next_id = f32s("next_id", 1)?;
-        let id_staging = gpu.buffer("id_staging", 4, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
+        let staging = || gpu.buffer("id_staging", 4, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let id_staging = [staging()?, staging()?];
         let logits_staging = gpu.buffer(
             "logits_staging",
             cfg.vocab as u64 * 4,
@@ -180,6 +201,8 @@ impl Forward {
             logits,
             next_id,
             id_staging,
+            next_slot: 0,
+            in_flight: 0,
             logits_staging,
             max_rows: opts.max_rows,
             profiler,
@@ -198,39 +221,86 @@ impl Forward {
     /// Runs `ids` through the model at the next positions (in chunks of at most `max_rows`) and
     /// returns the next token by argmax, plus the last row's logits if asked.
     pub fn step(&mut self, gpu: &Gpu, ids: &[u32], readback: Readback) -> Result<StepOutput> {
-        if ids.is_empty() {
-            bail!("a step needs at least one token");
+        let pending = self.submit(gpu, StepIds::Host(ids), readback)?;
+        self.finish(gpu, pending)
+    }
+
+    /// Queues a step on the GPU without waiting for it; `finish` reads its result. One step may
+    /// be queued behind another (decode with `StepIds::Chosen`), except with logits read back or
+    /// while profiling.
+    pub fn submit(&mut self, gpu: &Gpu, ids: StepIds, readback: Readback) -> Result<PendingStep> {
+        if self.in_flight >= 2 || (self.in_flight == 1 && (readback == Readback::Logits || self.profiling())) {
+            bail!("a step is already queued (a bug in the caller)");
         }
-        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
-            bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
+        if let StepIds::Host(ids) = ids {
+            if ids.is_empty() {
+                bail!("a step needs at least one token");
+            }
+            if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
+                bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
+            }
         }
-        self.kv.place(ids.len() as u32)?; // the whole step must fit before anything is written
-        let chunks: Vec<&[u32]> = ids.chunks(self.max_rows as usize).collect();
+        let chunks: Vec<StepIds> = match ids {
+            StepIds::Host(ids) => ids.chunks(self.max_rows as usize).map(StepIds::Host).collect(),
+            StepIds::Chosen => vec![StepIds::Chosen],
+        };
+        let n: usize = chunks.iter().map(|c| if let StepIds::Host(c) = c { c.len() } else { 1 }).sum();
+        self.kv.place(n as u32)?; // the whole step must fit before anything is written
         self.last_submits = chunks.len();
+        let slot = self.next_slot;
+        let mut submission = None;
         for (i, chunk) in chunks.iter().enumerate() {
-            self.submit_chunk(gpu, chunk, i + 1 == chunks.len(), readback)?;
+            submission = Some(self.submit_chunk(gpu, *chunk, (i + 1 == chunks.len()).then_some(slot), readback)?);
         }
-        let id = u32::from_le_bytes(gpu.map_read(&self.id_staging, 4)?[..4].try_into().unwrap());
-        let logits = match readback {
+        self.next_slot ^= 1;
+        self.in_flight += 1;
+        let submission = submission.expect("a step has at least one chunk");
+        Ok(PendingStep { submission, slot, readback })
+    }
+
+    /// Waits for a submitted step (and not for one queued behind it) and reads its result.
+    pub fn finish(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let id_bytes = gpu.map_read_after(&self.id_staging[p.slot], 4, Some(p.submission.clone()))?;
+        let id = u32::from_le_bytes(id_bytes[..4].try_into().unwrap());
+        let logits = match p.readback {
             Readback::Logits => {
-                Some(bytemuck::cast_slice(&gpu.map_read(&self.logits_staging, self.cfg.vocab as u64 * 4)?).to_vec())
+                let bytes = gpu.map_read_after(&self.logits_staging, self.cfg.vocab as u64 * 4, Some(p.submission))?;
+                Some(bytemuck::cast_slice(&bytes).to_vec())
             }
             Readback::Argmax | Readback::Sample(_) => None,
         };
-        if let Some(p) = &self.profiler {
-            self.timings = p.read(gpu)?;
+        if let Some(prof) = &self.profiler {
+            self.timings = prof.read(gpu)?;
         }
         Ok(StepOutput { id, logits })
     }
 
-    fn submit_chunk(&mut self, gpu: &Gpu, ids: &[u32], last: bool, readback: Readback) -> Result<()> {
-        let n = ids.len() as u32;
+    /// Records and submits one chunk; the last chunk of a step (`last_slot`) also runs the LM
+    /// head and copies the chosen id to that read-back slot.
+    fn submit_chunk(
+        &mut self,
+        gpu: &Gpu,
+        ids: StepIds,
+        last_slot: Option<usize>,
+        readback: Readback,
+    ) -> Result<wgpu::SubmissionIndex> {
+        let last = last_slot.is_some();
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        let n = match ids {
+            StepIds::Host(ids) => {
+                gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
+                ids.len() as u32
+            }
+            StepIds::Chosen => {
+                enc.copy_buffer_to_buffer(&self.next_id, 0, &self.ids, 0, 4);
+                1
+            }
+        };
         let place = self.kv.place(n)?;
-        gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
         Step { n_tokens: n, start_pos: place.start_pos, kv_lo: place.kv_lo, pad: 0 }.write(gpu, &self.step);
         let attn = self.layers[0].attention.route(place.context(n));
         self.last_attention = attn;
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
             let mut prof = self.profiler.as_mut();
@@ -282,14 +352,14 @@ impl Forward {
         if let Some(p) = &self.profiler {
             p.resolve(&mut enc);
         }
-        if last {
-            enc.copy_buffer_to_buffer(&self.next_id, 0, &self.id_staging, 0, 4);
+        if let Some(slot) = last_slot {
+            enc.copy_buffer_to_buffer(&self.next_id, 0, &self.id_staging[slot], 0, 4);
             if readback == Readback::Logits {
                 enc.copy_buffer_to_buffer(&self.logits, 0, &self.logits_staging, 0, self.cfg.vocab as u64 * 4);
             }
         }
-        gpu.queue.submit([enc.finish()]);
+        let submission = gpu.queue.submit([enc.finish()]);
         self.kv.advance(n);
-        Ok(())
+        Ok(submission)
     }
 }
