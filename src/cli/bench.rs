@@ -94,7 +94,7 @@ struct KernelArgs {
     /// Small shapes, for software adapters.
     #[arg(long)]
     quick: bool,
-    /// Timed runs per case (after warm-up).
+    /// Timed samples per case, each a chain of dependent dispatches (after warm-up).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
     /// One JSON object per line instead of a table.
@@ -399,7 +399,8 @@ impl GemvBench {
         w.gpu_bytes() + u64::from(w.cols + w.rows) * 4
     }
 
-    /// Median and p10-p90 spread (ns) of `reps` GEMVs with `cfg`, from GPU timestamps.
+    /// Median and p10-p90 spread (ns per GEMV) of `reps` timed chains with `cfg`, from GPU
+    /// timestamps.
     pub(super) fn time(
         &self,
         gpu: &Gpu,

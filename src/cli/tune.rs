@@ -25,7 +25,7 @@ pub struct TuneArgs {
     /// $XDG_CACHE_HOME/wginfer/tune.json, else ~/.cache/wginfer/tune.json).
     #[arg(long)]
     cache: Option<PathBuf>,
-    /// Timed runs per variant (after warm-up).
+    /// Timed samples per variant, each a chain of dependent dispatches (after warm-up).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
     /// Short timing loops without warm-up (software adapters, tests).
