@@ -1,6 +1,7 @@
 //! `wginfer bench kernels`: GPU time of kernels at the shapes of real models, from timestamp
-//! queries around each dispatch (median of repeated runs after warm-up), with the bytes each
-//! run reads and the resulting bandwidth: the adapter's measured limits first, GEMV for every
+//! queries around chains of dependent dispatches (median per dispatch of repeated samples after
+//! warm-up, see `time_dispatches`), with the bytes each dispatch reads and the resulting
+//! bandwidth: the adapter's measured limits first, GEMV for every
 //! weight type, then every other kernel (cli/bench_ops.rs). `bench e2e`: whole-model speed.
 
 use anyhow::{bail, Context, Result};

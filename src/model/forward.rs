@@ -75,6 +75,20 @@ pub enum StepIds<'a> {
     Chosen,
 }
 
+impl StepIds<'_> {
+    /// Tokens the step runs.
+    pub fn len(&self) -> u32 {
+        match self {
+            StepIds::Host(ids) => ids.len() as u32,
+            StepIds::Chosen => 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A submitted step whose result has not been read yet (see `Forward::submit`).
 pub struct PendingStep {
     submission: wgpu::SubmissionIndex,
@@ -232,10 +246,10 @@ impl Forward {
         if self.in_flight >= 2 || (self.in_flight == 1 && (readback == Readback::Logits || self.profiling())) {
             bail!("a step is already queued (a bug in the caller)");
         }
+        if ids.is_empty() {
+            bail!("a step needs at least one token");
+        }
         if let StepIds::Host(ids) = ids {
-            if ids.is_empty() {
-                bail!("a step needs at least one token");
-            }
             if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
                 bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
             }
@@ -244,8 +258,7 @@ impl Forward {
             StepIds::Host(ids) => ids.chunks(self.max_rows as usize).map(StepIds::Host).collect(),
             StepIds::Chosen => vec![StepIds::Chosen],
         };
-        let n: usize = chunks.iter().map(|c| if let StepIds::Host(c) = c { c.len() } else { 1 }).sum();
-        self.kv.place(n as u32)?; // the whole step must fit before anything is written
+        self.kv.place(ids.len())?; // the whole step must fit before anything is written
         self.last_submits = chunks.len();
         let slot = self.next_slot;
         let mut submission = None;
@@ -287,16 +300,11 @@ impl Forward {
     ) -> Result<wgpu::SubmissionIndex> {
         let last = last_slot.is_some();
         let mut enc = gpu.device.create_command_encoder(&Default::default());
-        let n = match ids {
-            StepIds::Host(ids) => {
-                gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
-                ids.len() as u32
-            }
-            StepIds::Chosen => {
-                enc.copy_buffer_to_buffer(&self.next_id, 0, &self.ids, 0, 4);
-                1
-            }
-        };
+        match ids {
+            StepIds::Host(ids) => gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids)),
+            StepIds::Chosen => enc.copy_buffer_to_buffer(&self.next_id, 0, &self.ids, 0, 4),
+        }
+        let n = ids.len();
         let place = self.kv.place(n)?;
         Step { n_tokens: n, start_pos: place.start_pos, kv_lo: place.kv_lo, pad: 0 }.write(gpu, &self.step);
         let attn = self.layers[0].attention.route(place.context(n));

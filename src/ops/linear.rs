@@ -201,7 +201,8 @@ pub struct LinearShape {
     pub n: u32,
     /// Rows come from the step's token count; otherwise one row.
     pub rows_from_step: bool,
-    /// RMS-normalize the input rows on load with this epsilon (the weight is bound at 15).
+    /// RMS-normalize the input rows with this epsilon: on load in the GEMV and tiled cores (the
+    /// weight is bound at 15), in `input_f16` before the tensor-core core.
     pub norm_eps: Option<f32>,
 }
 
