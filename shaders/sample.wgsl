@@ -1,10 +1,14 @@
-// Sampling on the GPU, so decode reads back one id instead of the vocabulary: temperature,
-// top-k and top-p cut-offs found by bisection on the logit value, then the Gumbel-max trick
-// (argmax of logit / T + Gumbel noise draws from softmax(logit / T)) with a counter-based
-// random number per (seed, step, token): the same seed gives the same output.
-// One workgroup: three passes over the vocabulary (range, histogram, compaction), then the
-// bisections over the few candidates. Constants: V, WG_THREADS (>= 256), CAND_MAX (what this
-// adapter's workgroup memory holds); reductions from lib/reduce and lib/argmax_reduce.
+// Sampling on the GPU, so decode reads back one id per row instead of the vocabulary, in
+// transformers' order (its logits warpers): temperature, then top-k (every token at least as
+// large as the k-th largest), then top-p over the softmax of what top-k kept (the fewest
+// largest tokens whose renormalized mass reaches top_p). Both cut-offs are found by bisection
+// on the logit value, then the Gumbel-max trick (argmax of logit / T + Gumbel noise draws from
+// softmax(logit / T)) with a counter-based random number per (seed, step, token): the same
+// seed gives the same output.
+// One workgroup per row of logits, each row with its own parameters: three passes over the
+// vocabulary (range, histogram, compaction), then the bisections over the few candidates.
+// Constants: V, WG_THREADS (>= 256), CAND_MAX (what this adapter's workgroup memory holds);
+// reductions from lib/reduce and lib/argmax_reduce.
 struct Params {
     temperature: f32,
     top_p: f32,
@@ -16,7 +20,7 @@ struct Params {
     pad1: u32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(0) var<storage, read> row_params: array<Params>;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
@@ -28,9 +32,11 @@ fn hash(x: u32) -> u32 {
     return (w >> 22u) ^ w;
 }
 
-// Uniform in (0, 1) for token i of this step.
-fn uniform01(i: u32) -> f32 {
-    let h = hash(hash(i ^ params.seed_lo) ^ hash(params.counter ^ params.seed_hi));
+var<private> row_base: u32; // where this row's logits start
+
+// Uniform in (0, 1) for token i of the step `p.counter` of a generation seeded `p.seed_*`.
+fn uniform01(p: Params, i: u32) -> f32 {
+    let h = hash(hash(i ^ p.seed_lo) ^ hash(p.counter ^ p.seed_hi));
     return (f32(h >> 8u) + 0.5) / 16777216.0;
 }
 
@@ -53,7 +59,7 @@ fn src_value(j: u32) -> f32 {
     if (use_cands) {
         return cand_v[j];
     }
-    return logits[j];
+    return logits[row_base + j];
 }
 
 fn src_index(j: u32) -> u32 {
@@ -86,12 +92,14 @@ fn bucket(l: f32, mn: f32, mx: f32) -> u32 {
 }
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let params = row_params[wg.x];
+    row_base = wg.x * V;
     var mx = -3.0e38;
     var mn = 3.0e38;
     for (var i = lid; i < V; i += WG_THREADS) {
-        mx = max(mx, logits[i]);
-        mn = min(mn, logits[i]);
+        mx = max(mx, logits[row_base + i]);
+        mn = min(mn, logits[row_base + i]);
     }
     mx = wg_max(lid, mx);
     mn = -wg_max(lid, -mn);
@@ -99,9 +107,9 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     let top_k = params.top_k > 0u && params.top_k < V;
     let top_p = params.top_p < 1.0;
     // One pass: a histogram of counts and (fixed-point, rounded down) masses over 256 value
-    // buckets, and the exact total mass. Whatever the cut-offs turn out to be, no token below
-    // the bucket under the one where the top k (the top_p mass) is reached can survive them,
-    // so only the tokens from that bucket up are candidates; they are compacted once.
+    // buckets, and the exact total mass. No token below the bucket under the one where the
+    // top k (without top-k: the top_p mass) is reached can survive the cut-offs, so only the
+    // tokens from that bucket up are candidates; they are compacted once.
     // Neither cut-off: no histogram, every token takes part in the draw.
     atomicStore(&hist_count[lid % BUCKETS], 0u);
     atomicStore(&hist_mass[lid % BUCKETS], 0u);
@@ -109,7 +117,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     workgroupBarrier();
     var total = 0.0;
     for (var i = lid; i < select(0u, V, top_k || top_p); i += WG_THREADS) {
-        let l = logits[i];
+        let l = logits[row_base + i];
         let m = exp((l - mx) * inv_t);
         total += m;
         let b = bucket(l, mn, mx);
@@ -134,7 +142,9 @@ fn main(@builtin(local_invocation_index) lid: u32) {
                 floor_p = u32(max(b - 1, 0));
             }
         }
-        floor_bucket = max(floor_k, floor_p);
+        // top-p is taken over what top-k keeps, so with top-k every one of its tokens must be
+        // a candidate.
+        floor_bucket = select(floor_p, floor_k, top_k);
         var above = 0u;
         for (var b = floor_bucket; b < BUCKETS; b++) {
             above += atomicLoad(&hist_count[b]);
@@ -145,7 +155,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     // Compact only when the candidates fit (the histogram already counted them).
     use_cands = (top_k || top_p) && workgroupUniformLoad(&floor_count) <= CAND_MAX;
     for (var i = lid; i < select(0u, V, use_cands); i += WG_THREADS) {
-        let l = logits[i];
+        let l = logits[row_base + i];
         if (bucket(l, mn, mx) >= fb) {
             let at = atomicAdd(&cand_n, 1u);
             cand_v[at] = l;
@@ -168,11 +178,16 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         }
         cut_k = lo;
     }
-    // top-p: the largest cut-off whose tokens still hold at least top_p of the mass.
-    var cut_p = mn;
+    // top-p over what top-k kept, renormalized: the largest cut-off whose tokens still hold at
+    // least top_p of the mass above cut_k (the whole vocabulary's without top-k).
+    var cut = cut_k;
     if (top_p) {
-        let want = params.top_p * total;
-        var lo = mn;
+        var kept = total;
+        if (top_k) {
+            kept = mass_at_least(lid, cut_k, mx, inv_t);
+        }
+        let want = params.top_p * kept;
+        var lo = cut_k;
         var hi = mx;
         for (var it = 0u; it < BISECTION_STEPS; it++) {
             let mid = 0.5 * (lo + hi);
@@ -182,15 +197,14 @@ fn main(@builtin(local_invocation_index) lid: u32) {
                 hi = mid;
             }
         }
-        cut_p = lo;
+        cut = lo;
     }
-    let cut = max(cut_k, cut_p);
     var bg = -3.0e38;
     var bi = 0xffffffffu;
     for (var j = lid; j < n_src; j += WG_THREADS) {
         let l = src_value(j);
         let i = src_index(j);
-        let g = (l - mx) * inv_t - log(-log(uniform01(i)));
+        let g = (l - mx) * inv_t - log(-log(uniform01(params, i)));
         if (l >= cut && (g > bg || (g == bg && i < bi))) {
             bg = g;
             bi = i;
@@ -198,6 +212,6 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     }
     let best = wg_argmax(lid, bg, bi);
     if (lid == 0u) {
-        out[0] = best;
+        out[wg.x] = best;
     }
 }

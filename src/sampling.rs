@@ -1,5 +1,6 @@
 //! Choosing the next token: greedy (argmax on the GPU) or sampled with temperature, top-k,
-//! top-p and repetition penalty from a seeded generator (same seed, same output).
+//! top-p and repetition penalty from a seeded generator (same seed, same output). The cut-offs
+//! apply in transformers' order, as on the GPU (`shaders/sample.wgsl`).
 
 /// Sampling settings; temperature 0 means greedy.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,8 +66,12 @@ impl Sampler {
         let mut cand: Vec<(u32, f32)> =
             logits.iter().enumerate().map(|(i, &l)| (i as u32, l / p.temperature)).collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if p.top_k > 0 {
-            cand.truncate(p.top_k);
+        // transformers' order: top-k (every token at least as large as the k-th), then top-p
+        // over the renormalized survivors.
+        if p.top_k > 0 && p.top_k < cand.len() {
+            let kth = cand[p.top_k - 1].1;
+            let keep = cand.iter().position(|c| c.1 < kth).unwrap_or(cand.len());
+            cand.truncate(keep);
         }
         let mx = cand[0].1;
         let mut probs: Vec<f64> = cand.iter().map(|c| ((c.1 - mx) as f64).exp()).collect();

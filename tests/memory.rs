@@ -1,18 +1,20 @@
 //! Memory is allocated at load: decoding creates no buffers, and the KV ring behaves.
 
-use std::path::Path;
+mod support;
 
-use wginfer::engine::{Engine, EngineOptions, Finish, Request};
+use serde_json::Value;
+use wginfer::engine::{Engine, EngineOptions, Finish, Generation, Request};
 use wginfer::model::forward::ForwardOptions;
+use wginfer::ops::attention::{AttnKind, DEFAULT_THRESHOLD};
 use wginfer::sampling::SamplingParams;
 
-fn engine(context: u32, sliding_window: bool) -> Engine {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama-f32");
-    let opts = EngineOptions {
-        forward: ForwardOptions { context, sliding_window, ..Default::default() },
-        ..Default::default()
-    };
-    Engine::load(&dir, &opts).unwrap()
+fn engine(forward: ForwardOptions) -> Engine {
+    let opts = EngineOptions { forward, ..Default::default() };
+    Engine::load(&support::fixture("llama-f32"), &opts).unwrap()
+}
+
+fn ring(context: u32, sliding_window: bool) -> Engine {
+    engine(ForwardOptions { context, sliding_window, ..Default::default() })
 }
 
 fn request(prompt_len: usize, max_tokens: usize, sampling: SamplingParams) -> Request {
@@ -24,9 +26,35 @@ fn request(prompt_len: usize, max_tokens: usize, sampling: SamplingParams) -> Re
     }
 }
 
+/// A case of window.json (scripts/make_window_goldens.py: transformers greedy ids, each token
+/// attending to the last `slots` positions, or to all of them, RoPE at absolute positions).
+fn window_case(name: &str) -> Value {
+    support::read_json(&support::fixture("llama-f32").join("window.json"))[name].clone()
+}
+
+/// Greedy generation of the case's prompt and id count, and the attention kernel of the latest
+/// submitted step as each id arrived (pipelining may have queued the next step already).
+fn generate_case(e: &mut Engine, case: &Value) -> (Generation, Vec<u32>, Vec<AttnKind>) {
+    let want = support::ids(&case["greedy_ids"]);
+    let req = Request {
+        prompt_ids: support::ids(&case["prompt_ids"]),
+        max_tokens: want.len(),
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+    };
+    let mut kinds = Vec::new();
+    let g = e
+        .generate_observed(&req, |_, f| {
+            kinds.push(f.last_attention);
+            true
+        })
+        .unwrap();
+    (g, want, kinds)
+}
+
 #[test]
 fn decoding_200_steps_creates_no_buffers() {
-    let mut e = engine(512, false);
+    let mut e = ring(512, false);
     for sampling in [
         SamplingParams::default(),
         SamplingParams { temperature: 0.8, top_k: 20, top_p: 0.9, seed: 1, ..Default::default() },
@@ -42,17 +70,37 @@ fn decoding_200_steps_creates_no_buffers() {
 
 #[test]
 fn full_context_stops_without_sliding_window() {
-    let mut e = engine(40, false);
+    let mut e = ring(40, false);
     let g = e.generate(&request(30, 100, SamplingParams::default()), |_| true).unwrap();
     assert_eq!(g.finish, Finish::ContextFull);
     assert_eq!(g.ids.len(), 11); // positions 30..=39 are filled by 10 steps; the 11th id has no room
 }
 
 #[test]
-fn sliding_window_keeps_generating_and_agrees_until_the_ring_wraps() {
-    let fixed = engine(40, false).generate(&request(30, 100, SamplingParams::default()), |_| true).unwrap();
-    let sliding = engine(40, true).generate(&request(30, 100, SamplingParams::default()), |_| true).unwrap();
-    assert_eq!(sliding.finish, Finish::Length);
-    assert_eq!(sliding.ids.len(), 100);
-    assert_eq!(sliding.ids[..fixed.ids.len()], fixed.ids[..]);
+fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
+    // A 30-token prompt and 100 ids in a 40-slot ring: positions up to 129, three wraps.
+    let case = window_case("sliding_window");
+    let slots = case["slots"].as_u64().unwrap() as u32;
+    // The plain kernel throughout, then the flash kernel reading the wrapped ring.
+    for (attn_threshold, kernel) in [(DEFAULT_THRESHOLD, AttnKind::Plain), (20, AttnKind::Flash)] {
+        let mut e =
+            engine(ForwardOptions { context: slots, sliding_window: true, attn_threshold, ..Default::default() });
+        let (g, want, kinds) = generate_case(&mut e, &case);
+        assert_eq!(g.finish, Finish::Length);
+        assert_eq!(g.ids, want, "{kernel:?}: sliding-window greedy ids");
+        assert!(kinds.iter().all(|&k| k == kernel), "{kernel:?} expected, steps used {kinds:?}");
+    }
+}
+
+#[test]
+fn decode_crossing_the_attention_threshold_matches_the_reference() {
+    // Contexts of 248..=271 positions around a threshold of 256: decode starts on the plain
+    // kernel and moves to the flash kernel, whose decode steps split over 2 workgroups per head.
+    let case = window_case("threshold_crossing");
+    let attn_threshold = case["attn_threshold"].as_u64().unwrap() as u32;
+    let mut e = engine(ForwardOptions { attn_threshold, ..Default::default() });
+    let (g, want, kinds) = generate_case(&mut e, &case);
+    assert_eq!(g.ids, want, "greedy ids across the threshold");
+    assert_eq!(kinds.first(), Some(&AttnKind::Plain));
+    assert_eq!(kinds.last(), Some(&AttnKind::Flash));
 }

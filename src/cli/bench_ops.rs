@@ -344,10 +344,10 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         let argmax = Argmax::new(gpu, m.vocab, &logits, &id)?;
         let bytes = u64::from(m.vocab) * 4;
         r.row("argmax", m.name, m.vocab.to_string(), bytes, &|p| argmax.record(p))?;
-        let sample = Sample::new(gpu, m.vocab, &logits, &id)?;
+        let sample = Sample::new(gpu, m.vocab, 1, &logits, &id)?;
         let sp = SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.9, ..Default::default() };
-        sample.set(gpu, &SampleParams::new(&sp, 1));
-        r.row("sample", m.name, m.vocab.to_string(), bytes, &|p| sample.record(p))?;
+        sample.set(gpu, &[SampleParams::new(&sp, 1)]);
+        r.row("sample", m.name, m.vocab.to_string(), bytes, &|p| sample.record(p, 1))?;
     }
     Ok(())
 }

@@ -205,7 +205,7 @@ impl Forward {
             final_norm: RmsNorm::new(gpu, d as u32, eps, true, &step, &x, &weights.final_norm, &xn)?,
             lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, false)?,
             argmax: Argmax::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
-            sample: Sample::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
+            sample: Sample::new(gpu, cfg.vocab as u32, 1, &logits, &next_id)?,
             layers,
             cfg,
             weights,
@@ -344,9 +344,9 @@ impl Forward {
                 mark(&mut pass, None, Part::Other, "matmul");
                 self.lm_head.record(&mut pass, 1);
                 if let Readback::Sample(p) = readback {
-                    self.sample.set(gpu, &p);
+                    self.sample.set(gpu, &[p]);
                     mark(&mut pass, None, Part::Other, "sample");
-                    self.sample.record(&mut pass);
+                    self.sample.record(&mut pass, 1);
                 } else {
                     mark(&mut pass, None, Part::Other, "argmax");
                     self.argmax.record(&mut pass);

@@ -1,4 +1,5 @@
-//! `shaders/sample.wgsl`: temperature / top-k / top-p sampling on the GPU.
+//! `shaders/sample.wgsl`: temperature / top-k / top-p sampling on the GPU, one workgroup per
+//! row of logits, each row with its own parameters.
 
 use anyhow::Result;
 
@@ -24,7 +25,7 @@ pub fn source(vocab: u32, candidates: u32) -> String {
     assemble("sample", &defs, &["lib/reduce", "lib/argmax_reduce"])
 }
 
-/// The kernel's uniform (`Params` in the shader).
+/// One row's parameters (`Params` in the shader).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SampleParams {
@@ -55,22 +56,27 @@ impl SampleParams {
 pub struct Sample {
     bound: Bound,
     params: wgpu::Buffer,
+    max_rows: u32,
 }
 
 impl Sample {
-    pub fn new(gpu: &Gpu, vocab: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Sample> {
-        let params = gpu.buffer("sample_params", 32, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST)?;
+    /// Samples up to `max_rows` rows of `vocab` logits each into `out[row]`.
+    pub fn new(gpu: &Gpu, vocab: u32, max_rows: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Sample> {
+        let bytes = u64::from(max_rows.max(1)) * std::mem::size_of::<SampleParams>() as u64;
+        let params = gpu.buffer("sample_params", bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
         let bound = Kernel::get(gpu, "sample", source(vocab, candidates_for(gpu.caps.max_workgroup_storage)))?
             .bind(gpu, &[&params, logits, out]);
-        Ok(Sample { bound, params })
+        Ok(Sample { bound, params, max_rows })
     }
 
-    /// Sets the next draw's parameters (before the submit that records it).
-    pub fn set(&self, gpu: &Gpu, p: &SampleParams) {
-        gpu.queue.write_buffer(&self.params, 0, bytemuck::bytes_of(p));
+    /// Sets the next draw's parameters, one per row (before the submit that records it).
+    pub fn set(&self, gpu: &Gpu, rows: &[SampleParams]) {
+        assert!(rows.len() <= self.max_rows as usize, "{} rows for a sampler of {}", rows.len(), self.max_rows);
+        gpu.queue.write_buffer(&self.params, 0, bytemuck::cast_slice(rows));
     }
 
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.bound.record(pass, [1, 1, 1]);
+    /// Samples the first `rows` rows.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        self.bound.record(pass, [rows, 1, 1]);
     }
 }
