@@ -13,10 +13,11 @@ use wginfer::ops::attention::AttnBuffers;
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
 use wginfer::ops::input_f16::InputF16;
-use wginfer::ops::linear::{InputNorm, LinearConfig};
+use wginfer::ops::linear::{InputNorm, LinearConfig, Rows};
 use wginfer::ops::matmul::Matmul;
+use wginfer::ops::plan::Plan;
 use wginfer::ops::qkv_rope::HeadShape;
-use wginfer::ops::rmsnorm::RmsNorm;
+use wginfer::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
 use wginfer::ops::{Step, Weight, WeightType};
 
 const PER_SUBMIT: usize = 8;
@@ -39,7 +40,7 @@ fn bench(c: &mut Criterion, gpu: &Gpu, name: &str, record: impl Fn(&mut wgpu::Co
 fn kernels(c: &mut Criterion) {
     let gpu = Gpu::new(&GpuOptions::default()).expect("a GPU adapter (or lavapipe)");
     let step = Step::buffer(&gpu).unwrap();
-    Step { n_tokens: 1, start_pos: 511, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+    Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(&gpu, &step);
     let (k, n) = (512usize, 2048usize);
     let x = buffer(&gpu, &values(k * 64));
     let y = gpu.storage("y", (n * 64 * 4) as u64).unwrap();
@@ -48,26 +49,29 @@ fn kernels(c: &mut Criterion) {
         let dtype = if ty == WeightType::F16 { DType::F16 } else { DType::Q4_0 };
         let bytes = random_gpu_weight(dtype, n, k, 1).unwrap();
         let w = Weight::upload(&gpu, "w", ty, n, k, &bytes).unwrap();
-        let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, false).unwrap();
+        let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, Rows::Outputs).unwrap();
         bench(c, &gpu, &format!("matmul gemv {n}x{k} {}", ty.name()), |p| gemv.record(p, 1));
         if ty == WeightType::F16 {
-            let prefill = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, true).unwrap();
-            Step { n_tokens: 64, start_pos: 0, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+            let prefill = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, Rows::Tokens).unwrap();
+            Step { n_tokens: 64, n_out: 1, pad: [0; 2] }.write(&gpu, &step);
             bench(c, &gpu, &format!("matmul prefill 64x{k} . {n}x{k}^T f16"), |p| prefill.record(p, 64));
-            Step { n_tokens: 1, start_pos: 511, kv_lo: 0, pad: 0 }.write(&gpu, &step);
+            Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(&gpu, &step);
         }
     }
-    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, cache_slots: 512 };
-    let kv = buffer(&gpu, &values((heads.cache_slots * heads.kv_dim()) as usize));
+    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
+    let kv = buffer(&gpu, &values((512 * heads.kv_dim()) as usize));
+    // One decode token at position 511 of a 512-position ring slot.
+    let plan = Plan::one_sequence(&gpu, 512, 1, 511, 0).unwrap();
     let q = buffer(&gpu, &values(heads.q_dim() as usize));
     let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
-    let b = AttnBuffers { step: &step, q: &q, k_cache: &kv, v_cache: &kv, o: &o };
+    let b = AttnBuffers { step: &step, q: &q, k_cache: &kv, v_cache: &kv, o: &o, plan: &plan };
     let plain = AttentionPlain::new(&gpu, &heads, 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
     let flash = AttentionFlash::new(&gpu, &heads, &b).unwrap();
     bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, 1, 512));
     let gamma = buffer(&gpu, &values(k));
-    let norm = RmsNorm::new(&gpu, k as u32, 1e-6, false, &step, &x, &gamma, &y).unwrap();
+    let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &gamma, y: &y };
+    let norm = RmsNorm::new(&gpu, k as u32, 1e-6, NormRows::All, &norm_bufs).unwrap();
     bench(c, &gpu, &format!("rmsnorm 1x{k}"), |p| norm.record(p, 1));
     if gpu.caps.shader_f16 {
         let input = InputF16::new(&gpu, k as u32, &x, &y, Some(InputNorm { weight: &gamma, eps: 1e-6 })).unwrap();
@@ -76,8 +80,8 @@ fn kernels(c: &mut Criterion) {
     let vocab = 32768u32;
     let logits = buffer(&gpu, &values(vocab as usize));
     let id = gpu.storage("id", 4).unwrap();
-    let argmax = Argmax::new(&gpu, vocab, &logits, &id).unwrap();
-    bench(c, &gpu, &format!("argmax {vocab}"), |p| argmax.record(p));
+    let argmax = Argmax::new(&gpu, vocab, 1, &logits, &id).unwrap();
+    bench(c, &gpu, &format!("argmax {vocab}"), |p| argmax.record(p, 1));
 }
 
 criterion_group! {

@@ -8,8 +8,9 @@
 // workgroup publishes its running max, sum and weighted V sum through atomics and the last one
 // of a head to finish merges them, so a long context is read by many workgroups at once
 // (the same storageBarrier assumption as shaders/argmax.wgsl).
-// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, SCALE, WG_THREADS,
-// MAX_SPLITS.
+// Each row attends to its own sequence's positions (lib/plan).
+// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WG_THREADS,
+// MAX_SPLITS; lib/plan's.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
@@ -17,6 +18,7 @@
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
 // Per (head, split): max, sum, HD weighted V sums (f32 bits); then one counter per head.
 @group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read> plan: array<u32>;
 
 const PARTIAL: u32 = HD + 2u;
 var<workgroup> finished: u32;
@@ -42,8 +44,9 @@ fn main(
     let h = wg.x;
     let t = wg.y;
     let kvh = h / (HQ / HKV);
-    let pos = step.start_pos + t;
-    let lo = step.kv_lo;
+    let pos = row_pos(t);
+    let seq = row_seq(t);
+    let lo = seq_kv_lo(seq);
     let n = pos + 1u - lo;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {
@@ -61,7 +64,7 @@ fn main(
     for (var j0 = wg.z * per_split * WG_THREADS; j0 < j_end; j0 += WG_THREADS) {
         let j = j0 + lid;
         let valid = j < j_end;
-        let slot = (lo + j) % CAP;
+        let slot = kv_slot(seq, lo + min(j, j_end - 1u));
         let s = select(-3.0e38, score(slot, kvh, 0u), valid);
         let m_new = max(m, wg_max(lid, s));
         let w = select(0.0, exp(s - m_new), valid);

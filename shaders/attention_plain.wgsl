@@ -5,21 +5,24 @@
 // (lib/attention_combine); one position per thread (each load of a warp touching 32 rows) took
 // 1.5x as long for a 512-token prefill on the H200 (docs/PERF.md).
 // Grouped-query attention: query head h reads KV head h / (HQ / HKV).
-// The token at absolute position pos sees positions kv_lo ..= pos (causal, and what the ring
-// still holds). Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, CAP, PLAIN_MAX,
-// SCALE, WG_THREADS, SCORE_LANES (dividing HD / 4).
+// Row t of the step (any sequence) at absolute position pos sees its sequence's positions
+// kv_lo ..= pos (causal, and what the sequence still holds), found through lib/plan.
+// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, PLAIN_MAX, SCALE,
+// WG_THREADS, SCORE_LANES (dividing HD / 4); lib/plan's.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> plan: array<u32>;
 
 var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<private> kv_lo: u32;
+var<private> seq: u32;
 
 fn slot_at(j: u32) -> u32 {
-    return (kv_lo + j) % CAP;
+    return kv_slot(seq, kv_lo + j);
 }
 
 fn w_at(j: u32) -> f32 {
@@ -31,8 +34,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let h = wg.x;
     let t = wg.y;
     let kvh = h / (HQ / HKV);
-    let pos = step.start_pos + t;
-    kv_lo = step.kv_lo;
+    let pos = row_pos(t);
+    seq = row_seq(t);
+    kv_lo = seq_kv_lo(seq);
     let n = pos + 1u - kv_lo;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {

@@ -10,7 +10,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (wg.x == 0u && lid == 0u) {
         var inc = INC;
         if (READ_STEP) {
-            inc += step.pad;
+            inc += step.pad0;
         }
         counter[0] += inc;
     }

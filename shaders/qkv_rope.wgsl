@@ -3,7 +3,8 @@
 // (row 2i = original i, row 2i+1 = original i + HD/2) so a rotation pair arrives in one
 // store_pair call. q keeps that order; k is written in the same order into the cache, so q.k is
 // unchanged. v rows keep their original order.
-// Constants: QN = HQ*HD, KVN = HKV*HD, HD, CAP (cache slots), HAS_BIAS.
+// Each row writes its K/V at its own sequence's slot for its position (lib/plan).
+// Constants: QN = HQ*HD, KVN = HKV*HD, HD, HAS_BIAS; lib/plan's.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
@@ -12,6 +13,7 @@
 @group(0) @binding(5) var<storage, read_write> q: array<f32>;
 @group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(8) var<storage, read> plan: array<u32>;
 
 fn rotate(v: vec2<f32>, pos: u32, n: u32) -> vec2<f32> {
     let theta = f32(pos) * inv_freq[(n % HD) / 2u];
@@ -25,8 +27,8 @@ fn store_pair(m: u32, n: u32, v0: f32, v1: f32) {
     if (HAS_BIAS) {
         v += vec2<f32>(bias[n], bias[n + 1u]);
     }
-    let pos = step.start_pos + m;
-    let slot = pos % CAP;
+    let pos = row_pos(m);
+    let slot = kv_slot(row_seq(m), pos);
     if (n < QN) {
         let r = rotate(v, pos, n);
         q[m * QN + n] = r.x;

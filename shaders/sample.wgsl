@@ -4,7 +4,8 @@
 // largest tokens whose renormalized mass reaches top_p). Both cut-offs are found by bisection
 // on the logit value, then the Gumbel-max trick (argmax of logit / T + Gumbel noise draws from
 // softmax(logit / T)) with a counter-based random number per (seed, step, token): the same
-// seed gives the same output.
+// seed gives the same output. A row with temperature 0 takes its argmax (lowest index on
+// ties), so one dispatch serves a step whose rows mix greedy and sampled sequences.
 // One workgroup per row of logits, each row with its own parameters: three passes over the
 // vocabulary (range, histogram, compaction), then the bisections over the few candidates.
 // Constants: V, WG_THREADS (>= 256), CAND_MAX (what this adapter's workgroup memory holds);
@@ -103,9 +104,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     }
     mx = wg_max(lid, mx);
     mn = -wg_max(lid, -mn);
-    let inv_t = 1.0 / params.temperature;
-    let top_k = params.top_k > 0u && params.top_k < V;
-    let top_p = params.top_p < 1.0;
+    let greedy = params.temperature <= 0.0;
+    let inv_t = select(1.0 / params.temperature, 1.0, greedy);
+    let top_k = !greedy && params.top_k > 0u && params.top_k < V;
+    let top_p = !greedy && params.top_p < 1.0;
     // One pass: a histogram of counts and (fixed-point, rounded down) masses over 256 value
     // buckets, and the exact total mass. No token below the bucket under the one where the
     // top k (without top-k: the top_p mass) is reached can survive the cut-offs, so only the
@@ -204,7 +206,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     for (var j = lid; j < n_src; j += WG_THREADS) {
         let l = src_value(j);
         let i = src_index(j);
-        let g = (l - mx) * inv_t - log(-log(uniform01(params, i)));
+        let g = (l - mx) * inv_t - select(log(-log(uniform01(params, i))), 0.0, greedy);
         if (l >= cut && (g > bg || (g == bg && i < bi))) {
             bg = g;
             bi = i;

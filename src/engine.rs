@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 
 use crate::gpu::{Gpu, GpuOptions};
-use crate::model::forward::{Forward, ForwardOptions, PendingStep, Readback, StepIds, StepOutput};
+use crate::kv::SeqKv;
+use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep};
+use crate::ops::plan::{PlanRow, PlanSeq};
 use crate::ops::sample::SampleParams;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::TextTokenizer;
@@ -52,7 +54,9 @@ pub struct Engine {
     pub forward: Forward,
     pub tokenizer: Option<TextTokenizer>,
     pub model_path: PathBuf,
-    /// The ids whose keys and values are in the KV cache, in order.
+    /// The single stream's share of the KV memory, taken at its first prompt.
+    seq: Option<SeqKv>,
+    /// The ids whose keys and values the single stream holds, in order.
     cached: Vec<u32>,
 }
 
@@ -75,7 +79,7 @@ impl Engine {
 
     /// An engine around an already built forward pass (benchmarks build synthetic ones).
     pub fn new(gpu: Gpu, forward: Forward, tokenizer: Option<TextTokenizer>, path: &Path) -> Engine {
-        Engine { gpu, forward, tokenizer, model_path: path.to_path_buf(), cached: Vec::new() }
+        Engine { gpu, forward, tokenizer, model_path: path.to_path_buf(), seq: None, cached: Vec::new() }
     }
 
     /// Ids that end generation: the tokenizer's and generation config's, else config.json's.
@@ -89,33 +93,88 @@ impl Engine {
         ids
     }
 
-    /// Forgets the cached conversation.
+    /// Forgets the cached conversation and gives its KV memory back.
     pub fn reset(&mut self) {
         self.cached.clear();
-        self.forward.kv.reset();
+        if let Some(mut seq) = self.seq.take() {
+            self.forward.kv.release(&mut seq);
+        }
+    }
+
+    /// Positions the single stream holds (the next token's position).
+    pub fn position(&self) -> u32 {
+        self.seq.as_ref().map_or(0, SeqKv::len)
+    }
+
+    fn stream(&mut self) -> Result<&mut SeqKv> {
+        if self.seq.is_none() {
+            let seq = self.forward.kv.admit().ok_or_else(|| anyhow!("no KV slot is free for the stream"))?;
+            self.seq = Some(seq);
+        }
+        Ok(self.seq.as_mut().expect("admitted above"))
+    }
+
+    /// Queues the stream's next `ids` (prompt rows from the host, or the one id the previous
+    /// step chose when `ids` is empty), with an output for the last row if `choice` says how.
+    fn submit(&mut self, ids: &[u32], choice: Option<Choice>) -> Result<PendingStep> {
+        let n = ids.len().max(1) as u32;
+        self.stream()?;
+        let (kv, seq) = (&mut self.forward.kv, self.seq.as_mut().expect("admitted"));
+        let place = kv.grow(seq, n)?;
+        let rows: Vec<PlanRow> = (0..n).map(|i| PlanRow { seq: 0, pos: place.start_pos + i }).collect();
+        let seqs = [PlanSeq { kv_lo: place.kv_lo, blocks: &seq.blocks }];
+        let out = choice.map(|choice| Out { row: n - 1, choice });
+        let batch =
+            Batch { chosen: u32::from(ids.is_empty()), ids, rows: &rows, seqs: &seqs, outs: out.as_slice() };
+        let pending = self.forward.submit(&self.gpu, &batch);
+        if pending.is_ok() {
+            seq.advance(n);
+        }
+        pending
     }
 
     /// Runs the prompt, reusing the longest cached prefix; at least one token always runs.
-    /// Returns the step's output and how many prompt tokens ran.
-    fn prefill(&mut self, prompt: &[u32], readback: Readback) -> Result<(StepOutput, usize)> {
+    /// Returns the pending last chunk (its output: the last row's token) and how many prompt
+    /// tokens ran.
+    fn prefill(&mut self, prompt: &[u32], choice: Choice) -> Result<(PendingStep, usize)> {
         if prompt.is_empty() {
             bail!("the prompt is empty");
         }
         let reuse = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(prompt.len() - 1);
-        self.forward.kv.truncate(reuse as u32);
-        let reuse = self.forward.kv.position() as usize;
+        let context = self.forward.kv.opts.context;
+        let seq = self.stream()?;
+        seq.truncate(reuse as u32, context);
+        let reuse = seq.len() as usize;
         self.cached.truncate(reuse);
-        let out = self.forward.step(&self.gpu, &prompt[reuse..], readback);
-        if out.is_err() {
-            self.reset();
+        let rest = &prompt[reuse..];
+        // The whole prompt must fit before anything is written.
+        self.forward.kv.place(self.seq.as_ref().expect("admitted"), rest.len() as u32)?;
+        let chunks: Vec<&[u32]> = rest.chunks(self.forward.max_rows() as usize).collect();
+        let mut pending = None;
+        for (i, chunk) in chunks.iter().enumerate() {
+            // Only the last chunk's last row produces a token.
+            let step = self.submit(chunk, (i + 1 == chunks.len()).then_some(choice));
+            let step = match step {
+                Ok(p) => p,
+                Err(e) => {
+                    self.reset();
+                    return Err(e);
+                }
+            };
+            self.cached.extend_from_slice(chunk);
+            match i + 1 == chunks.len() {
+                true => pending = Some(step),
+                false => drop(self.forward.finish(&self.gpu, step)?),
+            }
         }
-        self.cached.extend_from_slice(&prompt[reuse..]);
-        Ok((out?, prompt.len() - reuse))
+        Ok((pending.expect("a prompt has a chunk"), rest.len()))
     }
 
     /// Final-position logits of `prompt` (for tests and tools).
     pub fn prompt_logits(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
-        Ok(self.prefill(prompt, Readback::Logits)?.0.logits.unwrap_or_default())
+        let (pending, _) = self.prefill(prompt, Choice::Logits)?;
+        let out = self.forward.finish(&self.gpu, pending)?;
+        Ok(out.logits.into_iter().next().flatten().unwrap_or_default())
     }
 
     /// Generates up to `req.max_tokens` ids; `on_token` sees each id as it is chosen and
@@ -131,31 +190,28 @@ impl Engine {
         mut on_token: impl FnMut(u32, &Forward) -> bool,
     ) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
-        // Greedy and plain sampling run on the GPU; a repetition penalty needs the logits here.
-        let readback = |step: u32| match &req.sampling {
-            p if p.is_greedy() => Readback::Argmax,
-            p if p.repetition_penalty == 1.0 => Readback::Sample(SampleParams::new(p, step)),
-            _ => Readback::Logits,
-        };
+        let choice = |step: u32| choice_for(&req.sampling, step);
         let eos = self.eos_ids();
         // With the token chosen on the GPU, the next step is queued before this one's id is
         // read: the GPU runs decode steps back to back instead of waiting for the host between
         // tokens (docs/PERF.md). Profiling reads each step's timings, one step at a time.
-        let pipelined = readback(1) != Readback::Logits && !self.forward.profiling();
+        let pipelined = choice(1) != Choice::Logits && !self.forward.profiling();
         let mut queued: Option<PendingStep> = None;
         let t0 = Instant::now();
-        let (mut out, prefill_tokens) = self.prefill(&req.prompt_ids, readback(0))?;
+        let (pending, prefill_tokens) = self.prefill(&req.prompt_ids, choice(0))?;
+        let mut out = self.forward.finish(&self.gpu, pending)?;
         let ttft = t0.elapsed().as_secs_f64();
         let mut seen = req.prompt_ids.clone();
         let mut ids = Vec::new();
         let t_decode = Instant::now();
+        let fits = |e: &Engine| e.seq.as_ref().is_some_and(|s| e.forward.kv.place(s, 1).is_ok());
         let finish = loop {
             if req.max_tokens == 0 {
                 break Finish::Length;
             }
-            let next = match out.logits.as_mut() {
+            let next = match out.logits[0].as_mut() {
                 Some(l) => sampler.sample(l, &seen),
-                None => out.id,
+                None => out.ids[0],
             };
             ids.push(next);
             seen.push(next);
@@ -168,17 +224,17 @@ impl Engine {
             if ids.len() >= req.max_tokens {
                 break Finish::Length;
             }
-            if self.forward.kv.place(1).is_err() && queued.is_none() {
+            if !fits(self) && queued.is_none() {
                 break Finish::ContextFull;
             }
             // This token's step: queued already when the previous step chose it on the GPU.
             let current = match queued.take() {
                 Some(p) => p,
-                None => self.forward.submit(&self.gpu, StepIds::Host(&[next]), readback(ids.len() as u32))?,
+                None => self.submit(&[next], Some(choice(ids.len() as u32)))?,
             };
             self.cached.push(next);
-            if pipelined && ids.len() + 1 < req.max_tokens && self.forward.kv.place(1).is_ok() {
-                queued = Some(self.forward.submit(&self.gpu, StepIds::Chosen, readback(ids.len() as u32 + 1))?);
+            if pipelined && ids.len() + 1 < req.max_tokens && fits(self) {
+                queued = Some(self.submit(&[], Some(choice(ids.len() as u32 + 1)))?);
             }
             out = self.forward.finish(&self.gpu, current)?;
         };
@@ -186,7 +242,9 @@ impl Engine {
         // as if it had never run.
         if let Some(p) = queued {
             self.forward.finish(&self.gpu, p)?;
-            self.forward.kv.retreat(1);
+            if let Some(seq) = self.seq.as_mut() {
+                seq.retreat(1);
+            }
         }
         let decode_s = t_decode.elapsed().as_secs_f64();
         Ok(Generation {
@@ -197,5 +255,15 @@ impl Engine {
             decode_tok_s: if ids.len() > 1 { (ids.len() - 1) as f64 / decode_s } else { 0.0 },
             ids,
         })
+    }
+}
+
+/// How a step of a generation with `p` picks the token of its `step`-th draw: greedy and plain
+/// sampling on the GPU; a repetition penalty needs the logits on the host.
+pub fn choice_for(p: &SamplingParams, step: u32) -> Choice {
+    match p {
+        p if p.is_greedy() => Choice::Argmax,
+        p if p.repetition_penalty == 1.0 => Choice::Sample(SampleParams::new(p, step)),
+        _ => Choice::Logits,
     }
 }

@@ -5,6 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use wginfer::engine::{Engine, EngineOptions, Request};
+use wginfer::kv::KvOptions;
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 
@@ -113,7 +114,8 @@ fn truncated_safetensors() {
 
 #[test]
 fn prompt_longer_than_context_names_both_numbers() {
-    let opts = EngineOptions { forward: ForwardOptions { context: 8, ..Default::default() }, ..Default::default() };
+    let kv = KvOptions { context: 8, ..Default::default() };
+    let opts = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
     let mut engine = Engine::load(&fixture(), &opts).unwrap();
     let req =
         Request { prompt_ids: vec![5; 9], max_tokens: 4, sampling: SamplingParams::default(), stop_at_eos: false };

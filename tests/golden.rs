@@ -132,7 +132,7 @@ fn a_stopped_generation_leaves_the_cache_as_if_nothing_was_queued() {
     let got = got.unwrap().ids;
     assert_eq!(got.len(), 3);
     // The prompt and the two tokens whose steps ran; the third was only chosen.
-    assert_eq!(engine.forward.kv.position() as usize, prompt.len() + 2);
+    assert_eq!(engine.position() as usize, prompt.len() + 2);
     let whole: Vec<u32> = prompt.iter().chain(&got).copied().chain([5, 6]).collect();
     let continued = engine.prompt_logits(&whole).unwrap();
     let want = Engine::load(&fixture(name), &EngineOptions::default()).unwrap().prompt_logits(&whole).unwrap();

@@ -4,6 +4,7 @@ mod support;
 
 use serde_json::Value;
 use wginfer::engine::{Engine, EngineOptions, Finish, Generation, Request};
+use wginfer::kv::KvOptions;
 use wginfer::model::forward::ForwardOptions;
 use wginfer::ops::attention::{AttnKind, DEFAULT_THRESHOLD};
 use wginfer::sampling::SamplingParams;
@@ -14,7 +15,7 @@ fn engine(forward: ForwardOptions) -> Engine {
 }
 
 fn ring(context: u32, sliding_window: bool) -> Engine {
-    engine(ForwardOptions { context, sliding_window, ..Default::default() })
+    engine(ForwardOptions { kv: KvOptions { context, sliding_window, ..Default::default() }, ..Default::default() })
 }
 
 fn request(prompt_len: usize, max_tokens: usize, sampling: SamplingParams) -> Request {
@@ -84,7 +85,11 @@ fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
     // The plain kernel throughout, then the flash kernel reading the wrapped ring.
     for (attn_threshold, kernel) in [(DEFAULT_THRESHOLD, AttnKind::Plain), (20, AttnKind::Flash)] {
         let mut e =
-            engine(ForwardOptions { context: slots, sliding_window: true, attn_threshold, ..Default::default() });
+            engine(ForwardOptions {
+                kv: KvOptions { context: slots, sliding_window: true, ..Default::default() },
+                attn_threshold,
+                ..Default::default()
+            });
         let (g, want, kinds) = generate_case(&mut e, &case);
         assert_eq!(g.finish, Finish::Length);
         assert_eq!(g.ids, want, "{kernel:?}: sliding-window greedy ids");

@@ -3,7 +3,8 @@
 
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
-use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape};
+use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
+use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
     argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qkv_rope,
@@ -30,18 +31,19 @@ fn every_kernel_variant_validates() {
         .into_iter()
         .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
         .collect();
-    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64, cache_slots: 4096 };
+    let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
+    let plan = PlanLayout { max_rows: 512, max_seqs: 64, max_outs: 64, max_blocks: 256, block: 16 };
     use WeightType::*;
     for ty in [F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K] {
         let linear: [(&str, Defs); 3] = [
             ("matmul", matmul::defs(true, 896, 0)),
-            ("qkv_rope", qkv_rope::defs(&heads, true)),
+            ("qkv_rope", qkv_rope::defs(&heads, &plan, true)),
             ("swiglu", Defs::new()),
         ];
         for (name, defs) in linear {
             for cfg in &configs {
                 for norm_eps in [None, Some(1e-6)] {
-                    let shape = LinearShape { k: 1024, n: 1152, rows_from_step: true, norm_eps };
+                    let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps };
                     for (i, src) in sources(name, &defs, ty, &shape, cfg).iter().enumerate() {
                         validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} variant {i}"), src);
                     }
@@ -50,10 +52,10 @@ fn every_kernel_variant_validates() {
         }
         validate("embedding", &embedding::source(ty.lib(), 896, 0, 151936));
     }
-    validate("rmsnorm", &rmsnorm::source(896, 1e-6, false));
+    validate("rmsnorm", &rmsnorm::source(896, 1e-6, None));
     validate("input_f16", &input_f16::source(896, None));
     validate("input_f16 normalized", &input_f16::source(896, Some(1e-6)));
-    validate("rmsnorm last row", &rmsnorm::source(896, 1e-6, true));
+    validate("rmsnorm output rows", &rmsnorm::source(896, 1e-6, Some(&plan)));
     validate("argmax", &argmax::source(151936));
     for candidates in [sample::candidates_for(16 << 10), sample::candidates_for(48 << 10)] {
         validate("sample", &sample::source(151936, candidates));
@@ -66,9 +68,9 @@ fn every_kernel_variant_validates() {
         );
     }
     for score_lanes in [1, 2, 4] {
-        validate("attention_plain", &attention_plain::source(&heads, DEFAULT_THRESHOLD, score_lanes));
+        validate("attention_plain", &attention_plain::source(&heads, &plan, DEFAULT_THRESHOLD, score_lanes));
     }
-    validate("attention_flash", &attention_flash::source(&heads));
+    validate("attention_flash", &attention_flash::source(&heads, &plan));
 }
 
 #[test]

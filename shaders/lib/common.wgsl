@@ -1,9 +1,9 @@
 // Per-step values every kernel may read: written once per submit, never a new buffer.
 struct Step {
-    n_tokens: u32,   // rows (tokens) in this step
-    start_pos: u32,  // absolute position of row 0 (RoPE and causal mask)
-    kv_lo: u32,      // oldest position still held by the KV ring
-    pad: u32,
+    n_tokens: u32,  // rows (tokens) in this step, of any number of sequences
+    n_out: u32,     // rows whose logits the step computes (lib/plan: out_row)
+    pad0: u32,
+    pad1: u32,
 }
 
 // Eight consecutive values (one 16-byte f16 load; the GEMV core's unit of work).

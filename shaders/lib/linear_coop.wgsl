@@ -26,7 +26,7 @@ var<workgroup> tile: array<f32, SGK * TM * TN>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
-    let rows = select(1u, step.n_tokens, ROWS_FROM_STEP);
+    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
     // This subgroup's 32 x 32 block of the tile, and its share of k.
     let sg = tid / SG;
     let block = sg % BLOCKS;

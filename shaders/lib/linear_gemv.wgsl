@@ -8,7 +8,8 @@
 // also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
 // piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
-// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
+// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS;
+// WG_ROWS is even.
 alias XElem = vec4<f32>;
 
 const GROUPS: u32 = WG_THREADS / LANES;
@@ -66,7 +67,7 @@ fn main(
         }
         workgroupBarrier();
         m++;
-        if (m >= select(1u, step.n_tokens, ROWS_FROM_STEP)) {
+        if (m >= select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS)) {
             break;
         }
     }

@@ -12,11 +12,12 @@ use super::bench_ops;
 use crate::engine::{Engine, EngineOptions, Request};
 use crate::gpu::profiler::{Part, Profiler, Span};
 use crate::gpu::{Gpu, GpuOptions};
+use crate::kv::KvOptions;
 use crate::model::forward::{Forward, ForwardOptions};
 use crate::model::loader::load_weights;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
-use crate::ops::linear::{GemvShape, LinearConfig};
+use crate::ops::linear::{GemvShape, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
 use crate::ops::{Step, Weight, WeightType};
 use crate::sampling::SamplingParams;
@@ -170,8 +171,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn e2e(a: &E2eArgs) -> Result<()> {
     let longest = a.prefill.iter().copied().max().unwrap_or(16).max(16);
-    let forward =
-        ForwardOptions { context: (longest + a.decode + 16) as u32, profile: a.profile, ..Default::default() };
+    let kv = KvOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
+    let forward = ForwardOptions { kv, profile: a.profile, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
@@ -217,14 +218,14 @@ fn e2e(a: &E2eArgs) -> Result<()> {
         super::print_profile(&engine.forward);
     }
     let f = &engine.forward;
-    let (launches, submits) = (f.last_launches, f.last_submits);
+    let launches = f.last_launches;
     let weights_mib = f.weights.gpu_bytes() as f64 / (1 << 20) as f64;
     let gpu_mib = engine.gpu.bytes_allocated() as f64 / (1 << 20) as f64;
     if a.json {
         let pre: serde_json::Map<String, serde_json::Value> =
             prefill.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
         let v = json!({"model": label, "adapter": engine.gpu.info.name, "prefill_tok_s": pre, "decode_tok_s": decode,
-            "decode_tokens": a.decode, "dispatches_per_decode_step": launches, "submits_per_decode_step": submits,
+            "decode_tokens": a.decode, "dispatches_per_decode_step": launches,
             "weights_mib": weights_mib, "gpu_memory_mib": gpu_mib});
         println!("{v}");
     } else {
@@ -237,7 +238,7 @@ adapter: {} ({:?})",
             println!("prefill {n:>5} tokens: {v:>10.0} tok/s");
         }
         println!("decode {:>6} tokens: {decode:>10.1} tok/s (batch 1)", a.decode);
-        println!("per decode step: {launches} dispatches, {submits} submit");
+        println!("per decode step: {launches} dispatches, 1 submit");
         println!("GPU memory: {gpu_mib:.0} MiB ({weights_mib:.0} MiB of weights)");
     }
     Ok(())
@@ -389,7 +390,7 @@ impl GemvBench {
         let bytes = synthetic::random_gpu_weight(dtype_named(ty.name())?, rows, cols, 1)?;
         let ws = (0..copies).map(|_| Weight::upload(gpu, name, ty, rows, cols, &bytes)).collect::<Result<Vec<_>>>()?;
         let step = Step::buffer(gpu)?;
-        Step { n_tokens: 1, ..Default::default() }.write(gpu, &step);
+        Step { n_tokens: 1, n_out: 1, ..Default::default() }.write(gpu, &step);
         let (x, y) = (gpu.storage("x", cols as u64 * 4)?, gpu.storage("y", rows as u64 * 4)?);
         Ok(Some(GemvBench { ws, x, y, step }))
     }
@@ -413,7 +414,7 @@ impl GemvBench {
         let ops = self
             .ws
             .iter()
-            .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, false))
+            .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, Rows::Outputs))
             .collect::<Result<Vec<_>>>()?;
         time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record(pass, 1))
     }

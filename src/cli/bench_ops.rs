@@ -18,12 +18,13 @@ use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_plain::{self, AttentionPlain};
 use crate::ops::embedding::Embedding;
 use crate::ops::input_f16::InputF16;
-use crate::ops::linear::{InputNorm, LinearConfig};
+use crate::ops::linear::{InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
+use crate::ops::plan::Plan;
 use crate::ops::probe_launch::{LaunchShape, ProbeLaunch};
 use crate::ops::probe_read::ProbeRead;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
-use crate::ops::rmsnorm::RmsNorm;
+use crate::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
 use crate::ops::sample::{Sample, SampleParams};
 use crate::ops::swiglu::SwiGlu;
 use crate::ops::{Step, Weight, WeightType};
@@ -104,7 +105,7 @@ struct Shapes {
 
 fn shapes(quick: bool) -> Result<Vec<Shapes>> {
     if quick {
-        let heads = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 64, cache_slots: 0 };
+        let heads = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 64 };
         return Ok(vec![Shapes {
             name: "quick",
             d: 256,
@@ -123,7 +124,6 @@ fn shapes(quick: bool) -> Result<Vec<Shapes>> {
                 n_heads: c.heads as u32,
                 n_kv_heads: c.kv_heads as u32,
                 head_dim: c.head_dim as u32,
-                cache_slots: 0,
             };
             Ok(Shapes {
                 name,
@@ -229,7 +229,7 @@ fn matmul_case<'a>(
     Step { n_tokens: rows, ..Default::default() }.write(gpu, &step);
     let x = upload(gpu, "x", &random_f32((rows * k) as usize, 3))?;
     let y = gpu.storage("y", u64::from(rows * n) * 4)?;
-    let op = Matmul::new(gpu, cfg, &w, &step, &x, &y, false, true)?;
+    let op = Matmul::new(gpu, cfg, &w, &step, &x, &y, false, Rows::Tokens)?;
     let (median_ns, spread_ns) =
         time_dispatches(gpu, prof, (reps.min(20), CHAIN), quick, 1, |p, _| op.record(p, rows))?;
     let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
@@ -273,13 +273,14 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         // Attention at each context: one decode token at position ctx - 1.
         let h = m.heads;
         for &ctx in m.contexts {
-            let heads = HeadShape { cache_slots: ctx, ..h };
+            let heads = h;
             let kv = (ctx * heads.kv_dim()) as usize;
             let q = upload(gpu, "q", &random_f32(heads.q_dim() as usize, 1))?;
             let (kc, vc) = (upload(gpu, "k", &random_f32(kv, 2))?, upload(gpu, "v", &random_f32(kv, 3))?);
             let o = gpu.storage("o", u64::from(heads.q_dim()) * 4)?;
-            Step { n_tokens: 1, start_pos: ctx - 1, kv_lo: 0, pad: 0 }.write(gpu, &step);
-            let b = AttnBuffers { step: &step, q: &q, k_cache: &kc, v_cache: &vc, o: &o };
+            Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
+            let plan = Plan::one_sequence(gpu, ctx, 1, ctx - 1, 0)?;
+            let b = AttnBuffers { step: &step, q: &q, k_cache: &kc, v_cache: &vc, o: &o, plan: &plan };
             let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
             let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
             if attention_plain::workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
@@ -289,12 +290,13 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let flash = AttentionFlash::new(gpu, &heads, &b)?;
             r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, 1, ctx))?;
         }
-        Step { n_tokens: 1, start_pos: 100, kv_lo: 0, pad: 0 }.write(gpu, &step);
+        Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
         let x = upload(gpu, "x", &random_f32(m.d.max(m.inter) as usize, 4))?;
         let gamma = upload(gpu, "gamma", &random_f32(m.d as usize, 5))?;
         let y = gpu.storage("y", u64::from(m.d.max(m.inter)) * 8)?;
         // RMSNorm of one row.
-        let norm = RmsNorm::new(gpu, m.d, 1e-6, false, &step, &x, &gamma, &y)?;
+        let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &gamma, y: &y };
+        let norm = RmsNorm::new(gpu, m.d, 1e-6, NormRows::All, &norm_bufs)?;
         r.row("rmsnorm", m.name, format!("1x{}", m.d), u64::from(m.d) * 12, &|p| norm.record(p, 1))?;
         // The tensor-core prefill core's input rows: a prompt's hidden states, normalized, as f16.
         if gpu.caps.shader_f16 {
@@ -312,7 +314,8 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         let shape = format!("{}x{} f16", m.vocab, m.d);
         r.row("embedding", m.name, shape, u64::from(m.d) * 6, &|p| embed.record(p, 1))?;
         // Fused QKV + RoPE + KV write, and gate/up + SwiGLU, decode (the norms fused).
-        let heads = HeadShape { cache_slots: 4096, ..h };
+        let heads = h;
+        let plan = Plan::one_sequence(gpu, 4096, 1, 100, 0)?;
         let wqkv = f16_weight(gpu, "qkv", heads.q_dim() + 2 * heads.kv_dim(), m.d)?;
         let inv_freq = upload(gpu, "inv_freq", &random_f32((h.head_dim / 2) as usize, 6))?;
         let q = gpu.storage("q", u64::from(heads.q_dim()) * 4)?;
@@ -326,6 +329,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             q: &q,
             k_cache: &kc,
             v_cache: &vc,
+            plan: &plan,
             norm: Some(InputNorm { weight: &gamma, eps: 1e-6 }),
         };
         let qkv = QkvRope::new(gpu, &cfg, &wqkv, &heads, &bufs)?;
@@ -341,9 +345,9 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         // Greedy and sampled token choice over the vocabulary.
         let logits = upload(gpu, "logits", &random_f32(m.vocab as usize, 7))?;
         let id = gpu.storage("id", 4)?;
-        let argmax = Argmax::new(gpu, m.vocab, &logits, &id)?;
+        let argmax = Argmax::new(gpu, m.vocab, 1, &logits, &id)?;
         let bytes = u64::from(m.vocab) * 4;
-        r.row("argmax", m.name, m.vocab.to_string(), bytes, &|p| argmax.record(p))?;
+        r.row("argmax", m.name, m.vocab.to_string(), bytes, &|p| argmax.record(p, 1))?;
         let sample = Sample::new(gpu, m.vocab, 1, &logits, &id)?;
         let sp = SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.9, ..Default::default() };
         sample.set(gpu, &[SampleParams::new(&sp, 1)]);

@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
+use crate::kv::KvOptions;
 use crate::model::forward::ForwardOptions;
 use crate::ops::attention::DEFAULT_THRESHOLD;
 use crate::sampling::SamplingParams;
@@ -83,8 +84,7 @@ impl ModelArgs {
         EngineOptions {
             gpu: GpuOptions { adapter: self.adapter, ..Default::default() },
             forward: ForwardOptions {
-                context: self.context,
-                sliding_window: self.sliding_window,
+                kv: KvOptions { context: self.context, sliding_window: self.sliding_window, ..Default::default() },
                 attn_threshold: self.attn_threshold,
                 profile: self.profile,
                 ..Default::default()

@@ -14,6 +14,7 @@ use super::bench::{sweep_configs, GemvBench, ModelChoice};
 use crate::engine::EngineOptions;
 use crate::gpu::profiler::Profiler;
 use crate::gpu::GpuOptions;
+use crate::kv::KvOptions;
 use crate::model::forward::ForwardOptions;
 use crate::ops::tune::{self, gemv_key, GemvTable};
 
@@ -45,7 +46,7 @@ pub fn run(a: &TuneArgs) -> Result<()> {
     };
     let opts = EngineOptions {
         gpu: GpuOptions { adapter: a.adapter, ..Default::default() },
-        forward: ForwardOptions { context: 64, ..Default::default() },
+        forward: ForwardOptions { kv: KvOptions { context: 64, ..Default::default() }, ..Default::default() },
     };
     let (engine, label) = a.model.engine(&opts)?;
     let gpu = &engine.gpu;

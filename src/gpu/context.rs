@@ -254,14 +254,20 @@ impl Gpu {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        let wait = wgpu::PollType::Wait { submission_index: submission, timeout: None };
-        self.device.poll(wait).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        self.wait(submission)?;
         rx.recv()
             .map_err(|_| anyhow!("buffer map callback never ran"))?
             .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;
         let bytes = slice.get_mapped_range().map_err(|e| anyhow!("{e:?}"))?.to_vec();
         buf.unmap();
         Ok(bytes)
+    }
+
+    /// Waits until `submission` (or everything submitted, with `None`) has run.
+    pub fn wait(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<()> {
+        let wait = wgpu::PollType::Wait { submission_index: submission, timeout: None };
+        self.device.poll(wait).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
+        Ok(())
     }
 
     /// Records one compute pass with `f`, submits it and waits for the GPU.

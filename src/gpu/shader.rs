@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 /// Every WGSL file, embedded at build time.
 const FILES: &[(&str, &str)] = &[
     ("lib/common", include_str!("../../shaders/lib/common.wgsl")),
+    ("lib/plan", include_str!("../../shaders/lib/plan.wgsl")),
     ("lib/weight_f32", include_str!("../../shaders/lib/weight_f32.wgsl")),
     ("lib/weight_f16", include_str!("../../shaders/lib/weight_f16.wgsl")),
     ("lib/weight_q8_0", include_str!("../../shaders/lib/weight_q8_0.wgsl")),
@@ -80,24 +81,33 @@ fn overrides() -> &'static HashMap<&'static str, String> {
     })
 }
 
-/// Compile-time constants of one kernel variant.
+/// Compile-time constants of one kernel variant, and the shared pieces that come with them
+/// (e.g. `lib/plan` with the plan's offsets).
 #[derive(Clone, Debug, Default)]
-pub struct Defs(Vec<(String, String)>);
+pub struct Defs {
+    consts: Vec<String>,
+    pieces: Vec<&'static str>,
+}
 
 impl Defs {
     pub fn new() -> Defs {
         Defs::default()
     }
     pub fn u32(mut self, name: &str, v: u32) -> Defs {
-        self.0.push((name.into(), format!("const {name}: u32 = {v}u;")));
+        self.consts.push(format!("const {name}: u32 = {v}u;"));
         self
     }
     pub fn f32(mut self, name: &str, v: f32) -> Defs {
-        self.0.push((name.into(), format!("const {name}: f32 = {v:e};")));
+        self.consts.push(format!("const {name}: f32 = {v:e};"));
         self
     }
     pub fn bool(mut self, name: &str, v: bool) -> Defs {
-        self.0.push((name.into(), format!("const {name}: bool = {v};")));
+        self.consts.push(format!("const {name}: bool = {v};"));
+        self
+    }
+    /// A shared piece (a file of `shaders/lib/`) that uses these constants.
+    pub fn piece(mut self, name: &'static str) -> Defs {
+        self.pieces.push(name);
         self
     }
 }
@@ -106,12 +116,12 @@ impl Defs {
 pub fn assemble(name: &str, defs: &Defs, libs: &[&str]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "// kernel: {name}");
-    for (_, line) in &defs.0 {
+    for line in &defs.consts {
         s.push_str(line);
         s.push('\n');
     }
     let mut body = String::from(file("lib/common"));
-    for lib in libs {
+    for lib in defs.pieces.iter().chain(libs) {
         body.push_str(file(lib));
     }
     body.push_str(file(name));

@@ -1,88 +1,177 @@
-//! The KV cache: allocated once at load, one K and one V buffer per layer, used as a ring of
-//! `slots` positions. Position p lives in slot p % slots; positions keep counting (RoPE) when
-//! the ring wraps. Without a sliding window, running past the ring is an error.
+//! KV memory: one K and one V buffer per layer, allocated once at load and divided into blocks
+//! of `block` positions, which sequences hold through block tables (`SeqKv`). Two layouts of
+//! the same memory, read by the same kernels through the step plan (`ops/plan.rs`):
+//! - ring (edge devices, a single stream): one block of `context` positions per sequence slot
+//!   (`--parallel` slots); a sequence's positions wrap around in its block, which is the
+//!   sliding window when it is allowed.
+//! - paged (servers): a pool of small blocks (`--kv-block`, 16 positions) handed to sequences
+//!   as they grow and returned the moment they end.
 
-use anyhow::{bail, Result};
+mod sequence;
+
+use anyhow::{bail, ensure, Result};
+
+pub use sequence::SeqKv;
 
 use crate::gpu::Gpu;
 
-pub struct KvCache {
-    pub slots: u32,
-    pub sliding_window: bool,
-    pub layers: Vec<(wgpu::Buffer, wgpu::Buffer)>,
-    /// Positions written so far (the next token's position).
-    next_pos: u32,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KvLayout {
+    #[default]
+    Ring,
+    Paged,
 }
 
-/// Where a step of `n` tokens lands.
+/// How the KV memory is laid out and how much of it there is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placement {
-    pub start_pos: u32,
-    /// Oldest position still in the ring once the step's tokens are written.
-    pub kv_lo: u32,
+pub struct KvOptions {
+    pub layout: KvLayout,
+    /// Most positions one sequence holds (the context length).
+    pub context: u32,
+    /// Most sequences at once (ring: the slots allocated).
+    pub parallel: u32,
+    /// Positions per block (paged).
+    pub block: u32,
+    /// Blocks in the pool (paged); `None`: enough for `parallel` sequences of `context`.
+    pub blocks: Option<u32>,
+    /// Ring: overwrite a sequence's oldest positions when its context is full instead of stopping.
+    pub sliding_window: bool,
 }
 
-impl Placement {
-    /// Positions the step's last token attends to.
-    pub fn context(&self, n: u32) -> u32 {
-        self.start_pos + n - self.kv_lo
+impl Default for KvOptions {
+    fn default() -> Self {
+        KvOptions { layout: KvLayout::Ring, context: 4096, parallel: 1, block: 16, blocks: None, sliding_window: false }
     }
 }
 
+impl KvOptions {
+    /// (positions per block, blocks in the memory, most blocks one sequence holds).
+    fn geometry(&self) -> (u32, u32, u32) {
+        match self.layout {
+            KvLayout::Ring => (self.context, self.parallel, 1),
+            KvLayout::Paged => {
+                let per_seq = self.context.div_ceil(self.block);
+                (self.block, self.blocks.unwrap_or(per_seq * self.parallel), per_seq)
+            }
+        }
+    }
+}
+
+pub struct KvCache {
+    pub opts: KvOptions,
+    pub layers: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    /// Positions per block.
+    pub block: u32,
+    /// Blocks of the memory.
+    pub n_blocks: u32,
+    /// Most blocks one sequence holds.
+    pub max_blocks: u32,
+    free: Vec<u32>,
+    refs: Vec<u32>,
+}
+
 impl KvCache {
-    pub fn new(gpu: &Gpu, n_layers: usize, kv_dim: u32, slots: u32, sliding_window: bool) -> Result<KvCache> {
-        let bytes = u64::from(kv_dim) * u64::from(slots) * 4;
+    pub fn new(gpu: &Gpu, n_layers: usize, kv_dim: u32, opts: KvOptions) -> Result<KvCache> {
+        ensure!(opts.context > 0 && opts.parallel > 0, "--context and --parallel must be positive");
+        ensure!(opts.block > 0, "--kv-block must be positive");
+        ensure!(
+            !(opts.sliding_window && opts.layout == KvLayout::Paged),
+            "a sliding window needs --kv ring (each sequence's positions wrap in its own slot)"
+        );
+        let (block, n_blocks, max_blocks) = opts.geometry();
+        ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
+        let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * 4;
         if bytes > gpu.caps.max_binding {
-            bail!("a KV-cache layer of {slots} positions needs {bytes} bytes, over this adapter's binding limit of {}; lower --context", gpu.caps.max_binding);
+            bail!(
+                "a KV-cache layer of {n_blocks} blocks of {block} positions needs {bytes} bytes, over this adapter's binding limit of {}; lower --context, --parallel or --kv-memory",
+                gpu.caps.max_binding
+            );
         }
         let layers = (0..n_layers)
             .map(|_| Ok((gpu.storage("k_cache", bytes)?, gpu.storage("v_cache", bytes)?)))
             .collect::<Result<_>>()?;
-        Ok(KvCache { slots, sliding_window, layers, next_pos: 0 })
+        // Handed out lowest first.
+        let free = (0..n_blocks).rev().collect();
+        Ok(KvCache { opts, layers, block, n_blocks, max_blocks, free, refs: vec![0; n_blocks as usize] })
     }
 
-    /// Checks that `n` more tokens fit and says where they go.
-    pub fn place(&self, n: u32) -> Result<Placement> {
-        let end = self.next_pos + n;
-        if n > self.slots || (end > self.slots && !self.sliding_window) {
-            bail!(
-                "{end} tokens do not fit the context of {} tokens (raise --context, or allow --sliding-window)",
-                self.slots
-            );
+    /// Blocks not held by any sequence.
+    pub fn free_blocks(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    /// Blocks held by sequences.
+    pub fn used_blocks(&self) -> u32 {
+        self.n_blocks - self.free_blocks()
+    }
+
+    /// A new sequence: a whole slot in a ring (`None` when every slot is taken), an empty
+    /// table in a pool.
+    pub fn admit(&mut self) -> Option<SeqKv> {
+        let mut seq = SeqKv::default();
+        if self.opts.layout == KvLayout::Ring {
+            seq.blocks.push(self.take()?);
         }
-        Ok(Placement { start_pos: self.next_pos, kv_lo: end.saturating_sub(self.slots) })
+        Some(seq)
     }
 
-    pub fn advance(&mut self, n: u32) {
-        self.next_pos += n;
-    }
-
-    /// Takes back the last `n` positions (a step queued for a token that ended the generation);
-    /// their slots are rewritten by whatever runs there next.
-    pub fn retreat(&mut self, n: u32) {
-        self.next_pos = self.next_pos.saturating_sub(n);
-    }
-
-    pub fn position(&self) -> u32 {
-        self.next_pos
-    }
-
-    /// Positions currently held.
-    pub fn used(&self) -> u32 {
-        self.next_pos.min(self.slots)
-    }
-
-    /// Forgets everything (a new conversation); no memory is touched.
-    pub fn reset(&mut self) {
-        self.next_pos = 0;
-    }
-
-    /// Rewinds to `pos` (keeps the first `pos` positions, e.g. a shared chat prefix).
-    pub fn truncate(&mut self, pos: u32) {
-        if pos < self.next_pos && self.next_pos <= self.slots {
-            self.next_pos = pos;
-        } else if pos < self.next_pos {
-            self.next_pos = 0; // wrapped: the prefix was overwritten
+    /// Returns every block `seq` holds (shared ones when their last holder lets go).
+    pub fn release(&mut self, seq: &mut SeqKv) {
+        for b in seq.blocks.drain(..) {
+            self.refs[b as usize] -= 1;
+            if self.refs[b as usize] == 0 {
+                self.free.push(b);
+            }
         }
+        seq.reset();
+    }
+
+    /// Checks that `n` more positions fit `seq` and takes the blocks they need; on an error
+    /// nothing changes. Returns the placement of the new positions.
+    pub fn grow(&mut self, seq: &mut SeqKv, n: u32) -> Result<Placement> {
+        let place = self.place(seq, n)?;
+        if self.opts.layout == KvLayout::Paged {
+            let need = (seq.len() + n).div_ceil(self.block) as usize;
+            while seq.blocks.len() < need {
+                let b = self.take().expect("place() counted the free blocks");
+                seq.blocks.push(b);
+            }
+        }
+        Ok(place)
+    }
+
+    /// Where `n` more positions of `seq` would go, if they fit.
+    pub fn place(&self, seq: &SeqKv, n: u32) -> Result<Placement> {
+        let context = self.opts.context;
+        let end = seq.len() + n;
+        if n > context || (end > context && !self.opts.sliding_window) {
+            bail!("{end} tokens do not fit the context of {context} tokens (raise --context, or allow --sliding-window)");
+        }
+        if self.opts.layout == KvLayout::Paged {
+            let need = end.div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);
+            ensure!(need <= self.free_blocks(), "the KV pool has {} free blocks, {need} needed", self.free_blocks());
+        }
+        Ok(Placement { start_pos: seq.len(), kv_lo: end.saturating_sub(context) })
+    }
+
+    fn take(&mut self) -> Option<u32> {
+        let b = self.free.pop()?;
+        self.refs[b as usize] = 1;
+        Some(b)
+    }
+}
+
+/// Where a step's positions of one sequence land.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub start_pos: u32,
+    /// Oldest position the sequence holds once the step's tokens are written.
+    pub kv_lo: u32,
+}
+
+impl Placement {
+    /// Positions the sequence's last token of `n` attends to.
+    pub fn context(&self, n: u32) -> u32 {
+        self.start_pos + n - self.kv_lo
     }
 }

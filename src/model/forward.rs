@@ -1,36 +1,39 @@
-//! One forward step on the GPU, as in llama2.c's `forward`, but recorded: every buffer, pipeline
-//! and bind group is made at load, so a step writes two small buffers (ids, step values),
-//! records one compute pass, submits once and reads back the sampled id (or the logits).
+//! One forward step on the GPU, as in llama2.c's `forward`, but recorded, and over a batch:
+//! every buffer, pipeline and bind group is made at load, so a step writes three small buffers
+//! (ids, step counts, the plan: each row's sequence and position, each sequence's KV blocks,
+//! the rows that produce logits), records one compute pass, submits once and reads back one id
+//! per output row (or logits where the host samples). A step's rows may belong to any number
+//! of sequences, prompt chunks and decode tokens alike: a single stream is a batch of one.
 //!
 //! Per layer (5 dispatches): qkv_rope (RMSNorm on load + projection + bias + RoPE + KV write),
 //! attention (plain or flash), o-projection added onto x, gate/up with RMSNorm on load + SwiGLU,
 //! down-projection added onto x.
-//! Then the final norm of the last row, the LM head and argmax.
+//! Then the final norm of the output rows, the LM head, and argmax (every output greedy) or
+//! sample (each row with its own parameters).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, ensure, Result};
 
 use super::config::ModelConfig;
 use super::loader::Weights;
 use crate::gpu::profiler::{Part, Profiler, Span, Timing};
 use crate::gpu::Gpu;
-use crate::kv::KvCache;
+use crate::kv::{KvCache, KvOptions};
 use crate::ops::argmax::Argmax;
 use crate::ops::attention::{Attention, AttnBuffers, AttnKind, DEFAULT_THRESHOLD};
 use crate::ops::embedding::Embedding;
-use crate::ops::linear::{InputNorm, LinearConfig};
+use crate::ops::linear::{InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
+use crate::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
-use crate::ops::rmsnorm::RmsNorm;
+use crate::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
 use crate::ops::sample::{Sample, SampleParams};
 use crate::ops::swiglu::SwiGlu;
 use crate::ops::Step;
 
 #[derive(Clone, Debug)]
 pub struct ForwardOptions {
-    /// KV-cache positions (the context length).
-    pub context: u32,
-    /// Overwrite the oldest positions when the context is full instead of stopping.
-    pub sliding_window: bool,
+    /// KV memory: layout, context length, sequences at once.
+    pub kv: KvOptions,
     /// Most tokens one step processes (prompts are split into chunks of this size).
     pub max_rows: u32,
     /// Contexts longer than this use the flash attention kernel.
@@ -44,8 +47,7 @@ pub struct ForwardOptions {
 impl Default for ForwardOptions {
     fn default() -> Self {
         ForwardOptions {
-            context: 4096,
-            sliding_window: false,
+            kv: KvOptions::default(),
             max_rows: 512,
             attn_threshold: DEFAULT_THRESHOLD,
             linear: None,
@@ -54,38 +56,41 @@ impl Default for ForwardOptions {
     }
 }
 
-/// How a step picks its token, and what it brings back.
+/// How an output row picks its token, and what it brings back.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Readback {
-    /// The argmax id only (4 bytes).
+pub enum Choice {
+    /// The argmax id.
     Argmax,
-    /// An id sampled on the GPU (4 bytes).
+    /// An id sampled on the GPU.
     Sample(SampleParams),
-    /// The argmax id and the last row's logits (for sampling on the CPU).
+    /// The row's logits (for sampling on the host), and its argmax id.
     Logits,
 }
 
-/// Where a step's token ids come from.
-#[derive(Clone, Copy, Debug)]
-pub enum StepIds<'a> {
-    /// From the host: a prompt, or a token chosen on the CPU.
-    Host(&'a [u32]),
-    /// The one id the previous step chose, copied on the GPU: a decode step that can be queued
-    /// before that id has been read back, so the GPU never waits for the host between tokens.
-    Chosen,
+/// A row whose logits the step computes, and what is done with them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Out {
+    pub row: u32,
+    pub choice: Choice,
 }
 
-impl StepIds<'_> {
-    /// Tokens the step runs.
-    pub fn len(&self) -> u32 {
-        match self {
-            StepIds::Host(ids) => ids.len() as u32,
-            StepIds::Chosen => 1,
-        }
-    }
+/// What one step runs: rows of any sequences (their ids, positions and KV blocks) and the
+/// rows that produce a token.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// The first `chosen` rows take the ids the previous step chose for its outputs 0..chosen,
+    /// copied on the GPU: decode steps queued before that step's ids were read back.
+    pub chosen: u32,
+    /// Ids of the other rows (chosen..), from the host.
+    pub ids: &'a [u32],
+    pub rows: &'a [PlanRow],
+    pub seqs: &'a [PlanSeq<'a>],
+    pub outs: &'a [Out],
+}
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+impl Batch<'_> {
+    pub fn n_rows(&self) -> u32 {
+        self.rows.len() as u32
     }
 }
 
@@ -93,13 +98,15 @@ impl StepIds<'_> {
 pub struct PendingStep {
     submission: wgpu::SubmissionIndex,
     slot: usize,
-    readback: Readback,
+    /// Per output row: whether its logits come back.
+    logits: Vec<bool>,
 }
 
 pub struct StepOutput {
-    /// The argmax id, or the GPU-sampled id with `Readback::Sample`.
-    pub id: u32,
-    pub logits: Option<Vec<f32>>,
+    /// Per output row: the argmax id, or the GPU-sampled id.
+    pub ids: Vec<u32>,
+    /// Per output row: its logits where they were asked for.
+    pub logits: Vec<Option<Vec<f32>>>,
 }
 
 struct LayerOps {
@@ -115,9 +122,11 @@ pub struct Forward {
     pub weights: Weights,
     pub kv: KvCache,
     step: wgpu::Buffer,
+    plan: Plan,
     ids: wgpu::Buffer,
     logits: wgpu::Buffer,
-    next_id: wgpu::Buffer,
+    /// The ids the last step chose, one per output row.
+    chosen: wgpu::Buffer,
     /// One per step in flight (at most two: `submit` queues a step behind the running one).
     id_staging: [wgpu::Buffer; 2],
     next_slot: usize,
@@ -129,7 +138,9 @@ pub struct Forward {
     lm_head: Matmul,
     argmax: Argmax,
     sample: Sample,
+    sample_params: Vec<SampleParams>,
     max_rows: u32,
+    max_outs: u32,
     profiler: Option<Profiler>,
     /// GPU time of each dispatch of the last profiled submit.
     pub timings: Vec<Timing>,
@@ -139,41 +150,45 @@ pub struct Forward {
     /// bindings adds one dispatch per extra part, and a tensor-core prefill projection one for
     /// its `input_f16`, neither counted here (a decode step on an unsplit model has neither).
     pub last_launches: usize,
-    /// Submits of the last step (one per chunk of `max_rows` tokens).
-    pub last_submits: usize,
 }
 
 impl Forward {
     pub fn new(gpu: &Gpu, cfg: ModelConfig, weights: Weights, opts: &ForwardOptions) -> Result<Forward> {
-        if opts.max_rows == 0 || opts.context == 0 {
-            bail!("--context and the chunk size must be positive");
+        if opts.max_rows == 0 {
+            bail!("the chunk size must be positive");
         }
         let (d, qn) = (cfg.hidden as u64, (cfg.heads * cfg.head_dim) as u64);
         let rows = u64::from(opts.max_rows);
-        let heads = HeadShape {
-            n_heads: cfg.heads as u32,
-            n_kv_heads: cfg.kv_heads as u32,
-            head_dim: cfg.head_dim as u32,
-            cache_slots: opts.context,
-        };
-        let kv = KvCache::new(gpu, cfg.layers, heads.kv_dim(), opts.context, opts.sliding_window)?;
+        let heads =
+            HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: cfg.head_dim as u32 };
+        let kv = KvCache::new(gpu, cfg.layers, heads.kv_dim(), opts.kv)?;
+        // One output per sequence at most.
+        let max_outs = opts.kv.parallel;
+        let plan = Plan::new(
+            gpu,
+            PlanLayout {
+                max_rows: opts.max_rows,
+                max_seqs: opts.kv.parallel,
+                max_outs,
+                max_blocks: kv.max_blocks,
+                block: kv.block,
+            },
+        )?;
         let f32s = |label: &str, n: u64| gpu.storage(label, n * 4);
         let step = Step::buffer(gpu)?;
         let ids = f32s("ids", rows)?;
         let x = f32s("x", rows * d)?;
-        let xn = f32s("xn", rows * d)?;
+        let xn = f32s("xn", u64::from(max_outs) * d)?;
         let q = f32s("q", rows * qn)?;
         let o = f32s("o", rows * qn)?;
         let h = f32s("h", rows * cfg.intermediate as u64)?;
-        let logits = f32s("logits", cfg.vocab as u64)?;
-        let next_id = f32s("next_id", 1)?;
-        let staging = || gpu.buffer("id_staging", 4, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let vocab_bytes = cfg.vocab as u64 * 4;
+        let logits = f32s("logits", u64::from(max_outs) * cfg.vocab as u64)?;
+        let chosen = f32s("chosen", u64::from(max_outs))?;
+        let read = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        let staging = || gpu.buffer("id_staging", u64::from(max_outs) * 4, read);
         let id_staging = [staging()?, staging()?];
-        let logits_staging = gpu.buffer(
-            "logits_staging",
-            cfg.vocab as u64 * 4,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        )?;
+        let logits_staging = gpu.buffer("logits_staging", u64::from(max_outs) * vocab_bytes, read)?;
         let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_gpu(gpu));
         let eps = cfg.rms_eps;
         let mut layers = Vec::with_capacity(cfg.layers);
@@ -187,43 +202,48 @@ impl Forward {
                 q: &q,
                 k_cache: kc,
                 v_cache: vc,
+                plan: &plan,
                 norm: Some(InputNorm { weight: &w.attn_norm, eps }),
             };
-            let attn_bufs = AttnBuffers { step: &step, q: &q, k_cache: kc, v_cache: vc, o: &o };
+            let attn_bufs = AttnBuffers { step: &step, q: &q, k_cache: kc, v_cache: vc, o: &o, plan: &plan };
             let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
             layers.push(LayerOps {
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
                 attention: Attention::new(gpu, &heads, opts.attn_threshold, &attn_bufs)?,
-                o: Matmul::new(gpu, lin, &w.o, &step, &o, &x, true, true)?,
+                o: Matmul::new(gpu, lin, &w.o, &step, &o, &x, true, Rows::Tokens)?,
                 gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm)?,
-                down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, true)?,
+                down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, Rows::Tokens)?,
             });
         }
         let profiler = if opts.profile { Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))? } else { None };
+        let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &weights.final_norm, y: &xn };
+        let vocab = cfg.vocab as u32;
         Ok(Forward {
             embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x)?,
-            final_norm: RmsNorm::new(gpu, d as u32, eps, true, &step, &x, &weights.final_norm, &xn)?,
-            lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, false)?,
-            argmax: Argmax::new(gpu, cfg.vocab as u32, &logits, &next_id)?,
-            sample: Sample::new(gpu, cfg.vocab as u32, 1, &logits, &next_id)?,
+            final_norm: RmsNorm::new(gpu, d as u32, eps, NormRows::Outputs(&plan), &norm_bufs)?,
+            lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, Rows::Outputs)?,
+            argmax: Argmax::new(gpu, vocab, max_outs, &logits, &chosen)?,
+            sample: Sample::new(gpu, vocab, max_outs, &logits, &chosen)?,
+            sample_params: Vec::with_capacity(max_outs as usize),
             layers,
             cfg,
             weights,
             kv,
             step,
+            plan,
             ids,
             logits,
-            next_id,
+            chosen,
             id_staging,
             next_slot: 0,
             in_flight: 0,
             logits_staging,
             max_rows: opts.max_rows,
+            max_outs,
             profiler,
             timings: Vec::new(),
             last_attention: AttnKind::Plain,
             last_launches: 0,
-            last_submits: 0,
         })
     }
 
@@ -232,83 +252,68 @@ impl Forward {
         self.profiler.is_some()
     }
 
-    /// Runs `ids` through the model at the next positions (in chunks of at most `max_rows`) and
-    /// returns the next token by argmax, plus the last row's logits if asked.
-    pub fn step(&mut self, gpu: &Gpu, ids: &[u32], readback: Readback) -> Result<StepOutput> {
-        let pending = self.submit(gpu, StepIds::Host(ids), readback)?;
+    /// Most rows one step runs.
+    pub fn max_rows(&self) -> u32 {
+        self.max_rows
+    }
+
+    /// Runs a batch and waits for its result.
+    pub fn step(&mut self, gpu: &Gpu, batch: &Batch) -> Result<StepOutput> {
+        let pending = self.submit(gpu, batch)?;
         self.finish(gpu, pending)
     }
 
     /// Queues a step on the GPU without waiting for it; `finish` reads its result. One step may
-    /// be queued behind another (decode with `StepIds::Chosen`), except with logits read back or
-    /// while profiling.
-    pub fn submit(&mut self, gpu: &Gpu, ids: StepIds, readback: Readback) -> Result<PendingStep> {
-        if self.in_flight >= 2 || (self.in_flight == 1 && (readback == Readback::Logits || self.profiling())) {
+    /// be queued behind another (decode fed by `Batch::chosen`), except while profiling. The
+    /// caller has made room for the rows' positions (`KvCache::grow`).
+    pub fn submit(&mut self, gpu: &Gpu, batch: &Batch) -> Result<PendingStep> {
+        if self.in_flight >= 2 || (self.in_flight == 1 && self.profiling()) {
             bail!("a step is already queued (a bug in the caller)");
         }
-        if ids.is_empty() {
-            bail!("a step needs at least one token");
+        let n = batch.n_rows();
+        ensure!(n > 0, "a step needs at least one token");
+        ensure!(n <= self.max_rows, "{n} rows in a step of at most {}", self.max_rows);
+        ensure!(
+            batch.chosen as usize + batch.ids.len() == n as usize,
+            "{} chosen and {} host ids for {n} rows",
+            batch.chosen,
+            batch.ids.len()
+        );
+        ensure!(batch.chosen <= self.max_outs, "{} chosen ids of at most {}", batch.chosen, self.max_outs);
+        if let Some(&bad) = batch.ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
+            bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
         }
-        if let StepIds::Host(ids) = ids {
-            if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.cfg.vocab) {
-                bail!("token id {bad} is out of range for the vocabulary of {} tokens", self.cfg.vocab);
-            }
-        }
-        let chunks: Vec<StepIds> = match ids {
-            StepIds::Host(ids) => ids.chunks(self.max_rows as usize).map(StepIds::Host).collect(),
-            StepIds::Chosen => vec![StepIds::Chosen],
-        };
-        self.kv.place(ids.len())?; // the whole step must fit before anything is written
-        self.last_submits = chunks.len();
-        let slot = self.next_slot;
-        let mut submission = None;
-        for (i, chunk) in chunks.iter().enumerate() {
-            submission = Some(self.submit_chunk(gpu, *chunk, (i + 1 == chunks.len()).then_some(slot), readback)?);
-        }
-        self.next_slot ^= 1;
-        self.in_flight += 1;
-        let submission = submission.expect("a step has at least one chunk");
-        Ok(PendingStep { submission, slot, readback })
-    }
-
-    /// Waits for a submitted step (and not for one queued behind it) and reads its result.
-    pub fn finish(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        let id_bytes = gpu.map_read_after(&self.id_staging[p.slot], 4, Some(p.submission.clone()))?;
-        let id = u32::from_le_bytes(id_bytes[..4].try_into().unwrap());
-        let logits = match p.readback {
-            Readback::Logits => {
-                let bytes = gpu.map_read_after(&self.logits_staging, self.cfg.vocab as u64 * 4, Some(p.submission))?;
-                Some(bytemuck::cast_slice(&bytes).to_vec())
-            }
-            Readback::Argmax | Readback::Sample(_) => None,
-        };
-        if let Some(prof) = &self.profiler {
-            self.timings = prof.read(gpu)?;
-        }
-        Ok(StepOutput { id, logits })
-    }
-
-    /// Records and submits one chunk; the last chunk of a step (`last_slot`) also runs the LM
-    /// head and copies the chosen id to that read-back slot.
-    fn submit_chunk(
-        &mut self,
-        gpu: &Gpu,
-        ids: StepIds,
-        last_slot: Option<usize>,
-        readback: Readback,
-    ) -> Result<wgpu::SubmissionIndex> {
-        let last = last_slot.is_some();
+        let outs: Vec<u32> = batch.outs.iter().map(|o| o.row).collect();
+        self.plan.write(gpu, batch.rows, batch.seqs, &outs)?;
+        let n_out = outs.len() as u32;
+        Step { n_tokens: n, n_out, pad: [0; 2] }.write(gpu, &self.step);
         let mut enc = gpu.device.create_command_encoder(&Default::default());
-        match ids {
-            StepIds::Host(ids) => gpu.queue.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids)),
-            StepIds::Chosen => enc.copy_buffer_to_buffer(&self.next_id, 0, &self.ids, 0, 4),
+        let chosen_bytes = u64::from(batch.chosen) * 4;
+        if batch.chosen > 0 {
+            enc.copy_buffer_to_buffer(&self.chosen, 0, &self.ids, 0, chosen_bytes);
         }
-        let n = ids.len();
-        let place = self.kv.place(n)?;
-        Step { n_tokens: n, start_pos: place.start_pos, kv_lo: place.kv_lo, pad: 0 }.write(gpu, &self.step);
-        let attn = self.layers[0].attention.route(place.context(n));
+        if !batch.ids.is_empty() {
+            gpu.queue.write_buffer(&self.ids, chosen_bytes, bytemuck::cast_slice(batch.ids));
+        }
+        // The longest context any row sees picks the attention kernel.
+        let context = batch
+            .rows
+            .iter()
+            .map(|r| r.pos + 1 - batch.seqs[r.seq as usize].kv_lo)
+            .max()
+            .expect("a step has rows");
+        let attn = self.layers[0].attention.route(context);
         self.last_attention = attn;
+        let sampled = batch.outs.iter().any(|o| matches!(o.choice, Choice::Sample(_)));
+        if sampled {
+            self.sample_params.clear();
+            self.sample_params.extend(batch.outs.iter().map(|o| match o.choice {
+                Choice::Sample(p) => p,
+                // Temperature 0: the row's argmax.
+                Choice::Argmax | Choice::Logits => SampleParams::default(),
+            }));
+            self.sample.set(gpu, &self.sample_params);
+        }
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
             let mut prof = self.profiler.as_mut();
@@ -330,7 +335,7 @@ impl Forward {
                 mark(&mut pass, at, attn_part, "qkv_rope");
                 l.qkv.record(&mut pass, n);
                 mark(&mut pass, at, attn_part, attn.kernel_name());
-                l.attention.record(&mut pass, attn, n, place.context(n));
+                l.attention.record(&mut pass, attn, n, context);
                 mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
                 mark(&mut pass, at, mlp, "swiglu");
@@ -338,18 +343,17 @@ impl Forward {
                 mark(&mut pass, at, mlp, "matmul");
                 l.down.record(&mut pass, n);
             }
-            if last {
+            if n_out > 0 {
                 mark(&mut pass, None, Part::Other, "rmsnorm");
-                self.final_norm.record(&mut pass, n);
+                self.final_norm.record(&mut pass, n_out);
                 mark(&mut pass, None, Part::Other, "matmul");
-                self.lm_head.record(&mut pass, 1);
-                if let Readback::Sample(p) = readback {
-                    self.sample.set(gpu, &[p]);
+                self.lm_head.record(&mut pass, n_out);
+                if sampled {
                     mark(&mut pass, None, Part::Other, "sample");
-                    self.sample.record(&mut pass, 1);
+                    self.sample.record(&mut pass, n_out);
                 } else {
                     mark(&mut pass, None, Part::Other, "argmax");
-                    self.argmax.record(&mut pass);
+                    self.argmax.record(&mut pass, n_out);
                 }
             }
             self.last_launches = launches;
@@ -360,14 +364,50 @@ impl Forward {
         if let Some(p) = &self.profiler {
             p.resolve(&mut enc);
         }
-        if let Some(slot) = last_slot {
-            enc.copy_buffer_to_buffer(&self.next_id, 0, &self.id_staging[slot], 0, 4);
-            if readback == Readback::Logits {
-                enc.copy_buffer_to_buffer(&self.logits, 0, &self.logits_staging, 0, self.cfg.vocab as u64 * 4);
-            }
+        let slot = self.next_slot;
+        let vocab_bytes = self.cfg.vocab as u64 * 4;
+        if n_out > 0 {
+            enc.copy_buffer_to_buffer(&self.chosen, 0, &self.id_staging[slot], 0, u64::from(n_out) * 4);
+        }
+        let logits: Vec<bool> = batch.outs.iter().map(|o| o.choice == Choice::Logits).collect();
+        for (i, _) in logits.iter().enumerate().filter(|(_, &l)| l) {
+            let at = i as u64 * vocab_bytes;
+            enc.copy_buffer_to_buffer(&self.logits, at, &self.logits_staging, at, vocab_bytes);
         }
         let submission = gpu.queue.submit([enc.finish()]);
-        self.kv.advance(n);
-        Ok(submission)
+        self.next_slot ^= 1;
+        self.in_flight += 1;
+        Ok(PendingStep { submission, slot, logits })
+    }
+
+    /// Waits for a submitted step (and not for one queued behind it) and reads its result.
+    pub fn finish(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let n_out = p.logits.len();
+        let ids = match n_out {
+            0 => {
+                gpu.wait(Some(p.submission.clone()))?;
+                Vec::new()
+            }
+            _ => {
+                let bytes =
+                    gpu.map_read_after(&self.id_staging[p.slot], n_out as u64 * 4, Some(p.submission.clone()))?;
+                bytemuck::cast_slice(&bytes).to_vec()
+            }
+        };
+        let mut logits = vec![None; n_out];
+        if let Some(last) = p.logits.iter().rposition(|&l| l) {
+            let vocab = self.cfg.vocab;
+            let bytes =
+                gpu.map_read_after(&self.logits_staging, ((last + 1) * vocab * 4) as u64, Some(p.submission))?;
+            let all: &[f32] = bytemuck::cast_slice(&bytes);
+            for (i, _) in p.logits.iter().enumerate().filter(|(_, &l)| l) {
+                logits[i] = Some(all[i * vocab..(i + 1) * vocab].to_vec());
+            }
+        }
+        if let Some(prof) = &self.profiler {
+            self.timings = prof.read(gpu)?;
+        }
+        Ok(StepOutput { ids, logits })
     }
 }

@@ -1,4 +1,5 @@
-//! `shaders/argmax.wgsl`: greedy sampling on the GPU (one id comes back, not the logits).
+//! `shaders/argmax.wgsl`: greedy sampling on the GPU, per row of logits (one id per row comes
+//! back, not the logits).
 
 use anyhow::Result;
 
@@ -22,18 +23,23 @@ pub fn source(vocab: u32) -> String {
 pub struct Argmax {
     bound: Bound,
     groups: u32,
+    max_rows: u32,
 }
 
 impl Argmax {
-    pub fn new(gpu: &Gpu, vocab: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Argmax> {
+    /// The argmax of each of up to `max_rows` rows of `vocab` logits into `out[row]`.
+    pub fn new(gpu: &Gpu, vocab: u32, max_rows: u32, logits: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<Argmax> {
         let groups = workgroups(vocab);
-        // Candidates and the counter (zeroed at creation; the last workgroup re-zeroes it).
-        let candidates = gpu.storage("argmax candidates", u64::from(2 * groups + 1) * 4)?;
+        // Per row: candidates and the counter (zeroed at creation; the last workgroup of a row
+        // re-zeroes it).
+        let words = u64::from(2 * groups + 1) * u64::from(max_rows.max(1));
+        let candidates = gpu.storage("argmax candidates", words * 4)?;
         let bound = Kernel::get(gpu, "argmax", source(vocab))?.bind(gpu, &[logits, out, &candidates]);
-        Ok(Argmax { bound, groups })
+        Ok(Argmax { bound, groups, max_rows })
     }
 
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.bound.record(pass, [self.groups, 1, 1]);
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        assert!(rows <= self.max_rows, "{rows} rows for an argmax of {}", self.max_rows);
+        self.bound.record(pass, [self.groups, rows, 1]);
     }
 }

@@ -5,6 +5,7 @@ use anyhow::Result;
 
 use super::attention_flash::AttentionFlash;
 use super::attention_plain::AttentionPlain;
+use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -14,14 +15,14 @@ pub const DEFAULT_THRESHOLD: u32 = 1024;
 /// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
 pub const MAX_THRESHOLD: u32 = 8192;
 
-pub fn head_defs(h: &HeadShape, wg_threads: u32) -> Defs {
-    Defs::new()
+pub fn head_defs(h: &HeadShape, plan: &PlanLayout, wg_threads: u32) -> Defs {
+    let d = Defs::new()
         .u32("HD", h.head_dim)
         .u32("HQ", h.n_heads)
         .u32("HKV", h.n_kv_heads)
-        .u32("CAP", h.cache_slots)
         .f32("SCALE", 1.0 / (h.head_dim as f32).sqrt())
-        .u32("WG_THREADS", wg_threads)
+        .u32("WG_THREADS", wg_threads);
+    plan.defs(d)
 }
 
 pub struct AttnBuffers<'a> {
@@ -30,9 +31,12 @@ pub struct AttnBuffers<'a> {
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
     pub o: &'a wgpu::Buffer,
+    /// Each row's sequence and position, each sequence's KV blocks.
+    pub plan: &'a Plan,
 }
 
 impl AttnBuffers<'_> {
+    /// Bindings 0-4; the plan is bound after the kernel's own buffers.
     pub fn list(&self) -> [&wgpu::Buffer; 5] {
         [self.step, self.q, self.k_cache, self.v_cache, self.o]
     }
@@ -94,7 +98,7 @@ impl Attention {
         })
     }
 
-    /// The kernel for a step whose last row sees `context` positions.
+    /// The kernel for a step whose longest row context is `context` positions.
     pub fn route(&self, context: u32) -> AttnKind {
         if context <= self.threshold {
             AttnKind::Plain
@@ -103,7 +107,7 @@ impl Attention {
         }
     }
 
-    /// `rows` tokens, the last of which sees `context` positions.
+    /// `rows` tokens, the one seeing the most positions `context` of them.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32, context: u32) {
         match kind {
             AttnKind::Plain => self.plain.record(pass, self.n_heads, rows),

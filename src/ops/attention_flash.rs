@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::attention::{head_defs, AttnBuffers};
+use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Gpu, Kernel};
@@ -12,9 +13,9 @@ pub const WG_THREADS: u32 = 256;
 /// A decode step's positions are spread over at most this many workgroups per head.
 pub const MAX_SPLITS: u32 = 32;
 
-pub fn source(h: &HeadShape) -> String {
+pub fn source(h: &HeadShape, plan: &PlanLayout) -> String {
     // One lane per score: a tile is one position per thread.
-    let defs = head_defs(h, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
+    let defs = head_defs(h, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
     assemble("attention_flash", &defs, &["lib/reduce", "lib/score_sum_one", "lib/attention_combine"])
 }
 
@@ -25,17 +26,18 @@ pub struct AttentionFlash {
 
 impl AttentionFlash {
     pub fn new(gpu: &Gpu, h: &HeadShape, b: &AttnBuffers) -> Result<AttentionFlash> {
-        let k = Kernel::get(gpu, "attention_flash", source(h))?;
+        let k = Kernel::get(gpu, "attention_flash", source(h, &b.plan.layout))?;
         // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
         // zeroed at creation and re-zeroed by the last split of each step.
         let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;
         let partials = gpu.storage("attention partials", u64::from(words) * 4)?;
         let [step, q, kc, vc, o] = b.list();
-        Ok(AttentionFlash { bound: k.bind(gpu, &[step, q, kc, vc, o, &partials]), n_heads: h.n_heads })
+        let bound = k.bind(gpu, &[step, q, kc, vc, o, &partials, &b.plan.buffer]);
+        Ok(AttentionFlash { bound, n_heads: h.n_heads })
     }
 
-    /// `rows` tokens whose last sees `context` positions: one token is split over up to
-    /// MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
+    /// `rows` tokens, the one seeing the most positions `context` of them: one token is split
+    /// over up to MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
         let splits = if rows == 1 { context.div_ceil(WG_THREADS).clamp(1, MAX_SPLITS) } else { 1 };
         self.bound.record(pass, [self.n_heads, rows, splits]);

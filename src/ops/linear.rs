@@ -192,6 +192,14 @@ pub struct InputNorm<'a> {
     pub eps: f32,
 }
 
+/// The rows a linear kernel multiplies: every token of the step (the layers), or the rows the
+/// step computes logits for, gathered first (the LM head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    Tokens,
+    Outputs,
+}
+
 /// The shape a linear kernel is built for.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinearShape {
@@ -199,8 +207,8 @@ pub struct LinearShape {
     pub k: u32,
     /// Output width (the weight's rows, or this part's rows).
     pub n: u32,
-    /// Rows come from the step's token count; otherwise one row.
-    pub rows_from_step: bool,
+    /// Which of the step's row counts the kernel runs over.
+    pub rows: Rows,
     /// RMS-normalize the input rows with this epsilon: on load in the GEMV and tiled cores (the
     /// weight is bound at 15), in `input_f16` before the tensor-core core.
     pub norm_eps: Option<f32>,
@@ -225,7 +233,7 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
         None => ("lib/input_plain", "lib/gemv_input_plain"),
     };
     let base = {
-        let d = defs.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_STEP", s.rows_from_step);
+        let d = defs.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_OUTPUTS", s.rows == Rows::Outputs);
         match s.norm_eps {
             Some(eps) => d.f32("EPS", eps),
             None => d,

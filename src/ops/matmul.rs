@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, LinearConfig, LinearKernels, LinearShape};
+use super::linear::{BoundLinear, LinearConfig, LinearKernels, LinearShape, Rows};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -18,7 +18,7 @@ pub fn defs(accumulate: bool, n_total: u32, row_lo: u32) -> Defs {
 }
 
 impl Matmul {
-    /// `y[rows, w.rows] (+)= x[rows, w.cols] W^T`. With `rows_from_step` false, one row.
+    /// `y[rows, w.rows] (+)= x[rows, w.cols] W^T` over the step's `rows`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &Gpu,
@@ -28,13 +28,13 @@ impl Matmul {
         x: &wgpu::Buffer,
         y: &wgpu::Buffer,
         accumulate: bool,
-        rows_from_step: bool,
+        rows: Rows,
     ) -> Result<Matmul> {
         let parts = w
             .parts
             .iter()
             .map(|p| {
-                let shape = LinearShape { k: w.cols, n: p.rows, rows_from_step, norm_eps: None };
+                let shape = LinearShape { k: w.cols, n: p.rows, rows, norm_eps: None };
                 let k = LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty, &shape, cfg)?;
                 BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None)
             })

@@ -9,6 +9,7 @@ pub mod embedding;
 pub mod input_f16;
 pub mod linear;
 pub mod matmul;
+pub mod plan;
 pub mod probe_launch;
 pub mod probe_read;
 pub mod qkv_rope;
@@ -42,10 +43,11 @@ pub fn grid(n: u32) -> [u32; 3] {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Step {
+    /// Rows (tokens) of the step, of any number of sequences.
     pub n_tokens: u32,
-    pub start_pos: u32,
-    pub kv_lo: u32,
-    pub pad: u32,
+    /// Rows whose logits the step computes.
+    pub n_out: u32,
+    pub pad: [u32; 2],
 }
 
 impl Step {

@@ -27,7 +27,7 @@ pub struct ProbeLaunch {
 }
 
 impl ProbeLaunch {
-    /// Each dispatch adds `inc` (plus the step's `pad` with `read_step`) to `counter[0]`; a
+    /// Each dispatch adds `inc` (plus the step's first `pad` word with `read_step`) to `counter[0]`; a
     /// different `inc` is a different pipeline.
     pub fn new(
         gpu: &Gpu,

@@ -2,19 +2,18 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape};
+use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows};
+use super::plan::{Plan, PlanLayout};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
 
-/// Head layout of the attention block and the KV ring size.
+/// Head layout of the attention block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeadShape {
     pub n_heads: u32,
     pub n_kv_heads: u32,
     pub head_dim: u32,
-    /// KV-cache slots (positions held).
-    pub cache_slots: u32,
 }
 
 impl HeadShape {
@@ -26,13 +25,9 @@ impl HeadShape {
     }
 }
 
-pub fn defs(h: &HeadShape, has_bias: bool) -> Defs {
-    Defs::new()
-        .u32("QN", h.q_dim())
-        .u32("KVN", h.kv_dim())
-        .u32("HD", h.head_dim)
-        .u32("CAP", h.cache_slots)
-        .bool("HAS_BIAS", has_bias)
+pub fn defs(h: &HeadShape, plan: &PlanLayout, has_bias: bool) -> Defs {
+    let d = Defs::new().u32("QN", h.q_dim()).u32("KVN", h.kv_dim()).u32("HD", h.head_dim).bool("HAS_BIAS", has_bias);
+    plan.defs(d)
 }
 
 pub struct QkvRope(BoundLinear);
@@ -47,6 +42,8 @@ pub struct QkvBuffers<'a> {
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
+    /// The step plan: each row's sequence, position and KV slot.
+    pub plan: &'a Plan,
     /// The attention norm, applied to x on load.
     pub norm: Option<InputNorm<'a>>,
 }
@@ -62,11 +59,12 @@ impl QkvRope {
             h.q_dim(),
             h.kv_dim()
         );
-        let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: b.norm.map(|n| n.eps) };
-        let k = LinearKernels::new(gpu, "qkv_rope", &defs(h, b.bias.is_some()), w.ty, &shape, cfg)?;
+        let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: b.norm.map(|n| n.eps) };
+        let defs = defs(h, &b.plan.layout, b.bias.is_some());
+        let k = LinearKernels::new(gpu, "qkv_rope", &defs, w.ty, &shape, cfg)?;
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias = b.bias.unwrap_or(b.inv_freq);
-        let buffers = [b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache];
+        let buffers = [b.step, b.x, w.single()?, bias, b.inv_freq, b.q, b.k_cache, b.v_cache, &b.plan.buffer];
         Ok(QkvRope(BoundLinear::new(gpu, k, &buffers, b.norm)?))
     }
 

@@ -3,41 +3,57 @@
 use anyhow::Result;
 
 use crate::gpu::shader::{assemble, Defs};
+use super::plan::{Plan, PlanLayout};
 use crate::gpu::{Bound, Gpu, Kernel};
 
 const WG_THREADS: u32 = 256;
 
-pub fn source(d: u32, eps: f32, last_row_only: bool) -> String {
-    let defs =
-        Defs::new().u32("D", d).f32("EPS", eps).bool("LAST_ROW_ONLY", last_row_only).u32("WG_THREADS", WG_THREADS);
+/// The rows a norm runs over.
+#[derive(Clone, Copy)]
+pub enum NormRows<'a> {
+    /// Every row of the step, y row r from x row r.
+    All,
+    /// The step's output rows (the plan's), y row i from x row out_row(i): the final norm.
+    Outputs(&'a Plan),
+}
+
+/// The kernel over every row, or gathering the output rows of plans laid out as `gather`.
+pub fn source(d: u32, eps: f32, gather: Option<&PlanLayout>) -> String {
+    let defs = Defs::new().u32("D", d).f32("EPS", eps).u32("WG_THREADS", WG_THREADS);
+    let defs = match gather {
+        None => defs.bool("GATHER", false),
+        Some(layout) => layout.defs(defs.bool("GATHER", true)),
+    };
     assemble("rmsnorm", &defs, &["lib/reduce"])
 }
 
-pub struct RmsNorm {
-    bound: Bound,
-    last_row_only: bool,
+/// What an `RmsNorm` reads and writes.
+pub struct NormBuffers<'a> {
+    pub step: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub gamma: &'a wgpu::Buffer,
+    pub y: &'a wgpu::Buffer,
 }
 
+pub struct RmsNorm(Bound);
+
 impl RmsNorm {
-    /// y = rmsnorm(x) * gamma over rows of `d`; `last_row_only` writes only the step's last row
-    /// (to y row 0).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        gpu: &Gpu,
-        d: u32,
-        eps: f32,
-        last_row_only: bool,
-        step: &wgpu::Buffer,
-        x: &wgpu::Buffer,
-        gamma: &wgpu::Buffer,
-        y: &wgpu::Buffer,
-    ) -> Result<RmsNorm> {
-        let k = Kernel::get(gpu, "rmsnorm", source(d, eps, last_row_only))?;
-        Ok(RmsNorm { bound: k.bind(gpu, &[step, x, gamma, y]), last_row_only })
+    /// y = rmsnorm(x) * gamma over rows of `d`.
+    pub fn new(gpu: &Gpu, d: u32, eps: f32, rows: NormRows, b: &NormBuffers) -> Result<RmsNorm> {
+        let gather = match rows {
+            NormRows::All => None,
+            NormRows::Outputs(plan) => Some(&plan.layout),
+        };
+        let k = Kernel::get(gpu, "rmsnorm", source(d, eps, gather))?;
+        let mut buffers = vec![b.step, b.x, b.gamma, b.y];
+        if let NormRows::Outputs(plan) = rows {
+            buffers.push(&plan.buffer);
+        }
+        Ok(RmsNorm(k.bind(gpu, &buffers)))
     }
 
+    /// Normalizes `rows` rows (the step's rows, or its outputs).
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
-        let n = if self.last_row_only { 1 } else { rows };
-        self.bound.record(pass, [n, 1, 1]);
+        self.0.record(pass, [rows, 1, 1]);
     }
 }

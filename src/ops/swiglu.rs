@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape};
+use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -23,7 +23,7 @@ impl SwiGlu {
         norm: Option<InputNorm>,
     ) -> Result<SwiGlu> {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
-        let shape = LinearShape { k: w.cols, n: w.rows, rows_from_step: true, norm_eps: norm.map(|n| n.eps) };
+        let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: norm.map(|n| n.eps) };
         let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty, &shape, cfg)?;
         Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm)?))
     }

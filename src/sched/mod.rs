@@ -1,7 +1,22 @@
-//! Scheduling: the engine thread that owns the device, a request queue with priority classes,
-//! and the metrics front ends display. Front ends talk to it through channels only, so a UI
-//! thread never waits on the GPU.
+//! Scheduling: the continuous batcher (which sequences run, and how many of their tokens, in
+//! each step), the engine thread that owns the device and drives it, and the metrics front
+//! ends display. Front ends talk to the engine thread through channels only, so a UI thread
+//! never waits on the GPU.
 
+pub mod batch;
+pub mod metrics;
+pub mod sequence;
 pub mod worker;
 
-pub use worker::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
+pub use batch::{BatchOptions, Batcher, SeqEvent};
+pub use sequence::{SeqRequest, SeqStats};
+pub use worker::{Command, Event, GenRequest, Metrics, RequestStats, Worker};
+
+/// Priority classes: interactive requests are admitted and planned first; background ones
+/// fill the rest of each step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Interactive,
+    Background,
+}

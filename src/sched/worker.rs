@@ -17,11 +17,7 @@ use crate::ops::attention::AttnKind;
 use crate::sampling::SamplingParams;
 use crate::tokenizer::{Message, StreamDecoder};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Priority {
-    Interactive,
-    Background,
-}
+use super::Priority;
 
 #[derive(Clone, Debug)]
 pub struct GenRequest {
@@ -218,14 +214,16 @@ impl EngineThread {
     }
 
     fn send_metrics(&self, running: usize) {
-        self.emit(Event::Metrics(self.metrics(self.engine.as_ref().map(|e| &e.forward), running)));
+        let engine = self.engine.as_ref().map(|e| (&e.forward, e.position()));
+        self.emit(Event::Metrics(self.metrics(engine, running)));
     }
 
-    fn metrics(&self, forward: Option<&Forward>, running: usize) -> Metrics {
+    /// Metrics with the forward pass and the positions the stream holds, when a model is loaded.
+    fn metrics(&self, engine: Option<(&Forward, u32)>, running: usize) -> Metrics {
         let mut m = Metrics { waiting: self.waiting.len(), running, ..Default::default() };
-        if let Some(f) = forward {
-            m.kv_used = f.kv.used();
-            m.kv_slots = f.kv.slots;
+        if let Some((f, positions)) = engine {
+            m.kv_used = positions.min(f.kv.opts.context);
+            m.kv_slots = f.kv.n_blocks * f.kv.block;
             m.timings = f.timings.clone();
             m.attention = Some(f.last_attention);
             m.timestamps = f.profiling();
@@ -282,7 +280,8 @@ impl EngineThread {
                 if let Ok(Some(text)) = stream.push(&tok, token) {
                     self.emit(Event::Token { id: w.req.id, text });
                 }
-                self.emit(Event::Metrics(self.metrics(Some(forward), 1)));
+                let positions = (req.prompt_ids.len() + generated.len() - done_before.len()) as u32;
+                self.emit(Event::Metrics(self.metrics(Some((forward, positions)), 1)));
                 loop {
                     match self.commands.try_recv() {
                         Ok(c) => {

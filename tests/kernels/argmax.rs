@@ -9,8 +9,8 @@ fn finds_the_largest_lowest_index_on_ties() {
     logits[999] = 7.5;
     logits[613] = 7.5;
     let (lb, ob) = (upload(gpu, &logits), zeros(gpu, 1));
-    let k = Argmax::new(gpu, vocab as u32, &lb, &ob).unwrap();
-    gpu.run_pass(|p| k.record(p)).unwrap();
+    let k = Argmax::new(gpu, vocab as u32, 1, &lb, &ob).unwrap();
+    gpu.run_pass(|p| k.record(p, 1)).unwrap();
     assert_eq!(read_u32(gpu, &ob, 1), vec![613]);
 }
 
@@ -22,12 +22,32 @@ fn many_workgroups_agree_step_after_step() {
     let vocab = 151_936;
     let logits = random(vocab, 4);
     let (lb, ob) = (upload(gpu, &logits), zeros(gpu, 1));
-    let k = Argmax::new(gpu, vocab as u32, &lb, &ob).unwrap();
+    let k = Argmax::new(gpu, vocab as u32, 1, &lb, &ob).unwrap();
     for (step, at) in [0usize, 151_935, 77_777, 2048, 2047].into_iter().enumerate() {
         let mut l = logits.clone();
         l[at] = 10.0 + step as f32;
         gpu.queue.write_buffer(&lb, 0, bytemuck::cast_slice(&l));
-        gpu.run_pass(|p| k.record(p)).unwrap();
+        gpu.run_pass(|p| k.record(p, 1)).unwrap();
         assert_eq!(read_u32(gpu, &ob, 1), vec![at as u32], "step {step}");
+    }
+}
+
+#[test]
+fn each_row_has_its_own_argmax_step_after_step() {
+    // Five rows of a large vocabulary in one dispatch, twice (the per-row counters reset).
+    let gpu = gpu();
+    let (vocab, rows) = (40_000, 5);
+    let mut logits = random(vocab * rows, 12);
+    let (ob, lb) = (zeros(gpu, rows), upload(gpu, &logits));
+    let k = Argmax::new(gpu, vocab as u32, rows as u32, &lb, &ob).unwrap();
+    for step in 0..2 {
+        let at: Vec<usize> = (0..rows).map(|r| (r * 7919 + step * 104_729) % vocab).collect();
+        for (r, &i) in at.iter().enumerate() {
+            logits[r * vocab + i] = 5.0 + r as f32;
+        }
+        gpu.queue.write_buffer(&lb, 0, bytemuck::cast_slice(&logits));
+        gpu.run_pass(|p| k.record(p, rows as u32)).unwrap();
+        let want: Vec<u32> = (0..rows).map(|r| wginfer::sampling::argmax(&logits[r * vocab..][..vocab])).collect();
+        assert_eq!(read_u32(gpu, &ob, rows), want, "step {step}");
     }
 }

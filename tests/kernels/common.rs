@@ -4,6 +4,7 @@ use std::sync::OnceLock;
 
 use half::f16;
 use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
 use wginfer::ops::{Step, Weight, WeightType};
 
 /// One device per test binary: creating a Vulkan device per test is slow on lavapipe.
@@ -51,10 +52,48 @@ pub fn read_u32(gpu: &Gpu, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
     bytemuck::cast_slice(&gpu.read_back(b, (n * 4) as u64).unwrap()).to_vec()
 }
 
-pub fn step(gpu: &Gpu, n_tokens: u32, start_pos: u32, kv_lo: u32) -> wgpu::Buffer {
+/// A step of `n_tokens` rows, one of which produces logits.
+pub fn step(gpu: &Gpu, n_tokens: u32) -> wgpu::Buffer {
     let b = Step::buffer(gpu).unwrap();
-    Step { n_tokens, start_pos, kv_lo, pad: 0 }.write(gpu, &b);
+    Step { n_tokens, n_out: 1, pad: [0; 2] }.write(gpu, &b);
     b
+}
+
+/// One sequence of a test step: `rows` tokens at positions `start..`, attending back to `lo`;
+/// logical block b of its positions is physical block `blocks[b % blocks.len()]` of the cache.
+pub struct TestSeq {
+    pub rows: usize,
+    pub start: usize,
+    pub lo: usize,
+    pub blocks: Vec<u32>,
+}
+
+impl TestSeq {
+    /// The cache row (slot) of position `pos`, as lib/plan maps it.
+    pub fn slot(&self, pos: usize, block: usize) -> usize {
+        self.blocks[(pos / block) % self.blocks.len()] as usize * block + pos % block
+    }
+}
+
+/// The plan of a step made of `seqs`' rows, in order, over blocks of `block` positions; its
+/// outputs are `outs` (rows of the step).
+pub fn test_plan(gpu: &Gpu, seqs: &[TestSeq], block: usize, outs: &[u32]) -> Plan {
+    let rows: Vec<PlanRow> = seqs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| (0..s.rows).map(move |t| PlanRow { seq: i as u32, pos: (s.start + t) as u32 }))
+        .collect();
+    let layout = PlanLayout {
+        max_rows: rows.len() as u32,
+        max_seqs: seqs.len() as u32,
+        max_outs: outs.len().max(1) as u32,
+        max_blocks: seqs.iter().map(|s| s.blocks.len() as u32).max().unwrap(),
+        block: block as u32,
+    };
+    let mut plan = Plan::new(gpu, layout).unwrap();
+    let plan_seqs: Vec<PlanSeq> = seqs.iter().map(|s| PlanSeq { kv_lo: s.lo as u32, blocks: &s.blocks }).collect();
+    plan.write(gpu, &rows, &plan_seqs, outs).unwrap();
+    plan
 }
 
 /// Uploads `data` as a weight of type `ty`; returns it with the values the GPU really holds

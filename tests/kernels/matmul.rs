@@ -1,6 +1,6 @@
 use super::common::*;
 use wginfer::gpu::Gpu;
-use wginfer::ops::linear::{GemvShape, LinearConfig, GEMV_MAX_ROWS};
+use wginfer::ops::linear::{GemvShape, LinearConfig, Rows, GEMV_MAX_ROWS};
 use wginfer::ops::matmul::Matmul;
 use wginfer::ops::WeightType;
 
@@ -29,8 +29,8 @@ fn check_with(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, rows: usize, k: usi
     let x = random(rows * k, 1);
     let (w, w_host) = weight(gpu, ty, n, k, &random(n * k, 2));
     let y0 = random(rows * n, 3);
-    let (xb, yb, sb) = (upload(gpu, &x), upload(gpu, &y0), step(gpu, rows as u32, 0, 0));
-    let mm = Matmul::new(gpu, cfg, &w, &sb, &xb, &yb, accumulate, true).unwrap();
+    let (xb, yb, sb) = (upload(gpu, &x), upload(gpu, &y0), step(gpu, rows as u32));
+    let mm = Matmul::new(gpu, cfg, &w, &sb, &xb, &yb, accumulate, Rows::Tokens).unwrap();
     gpu.run_pass(|p| mm.record(p, rows as u32)).unwrap();
     let mut want = matmul_ref(&x, &w_host, rows, k, n);
     if accumulate {

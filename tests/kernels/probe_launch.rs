@@ -6,7 +6,7 @@ use wginfer::ops::Step;
 fn every_launch_adds_once_in_order() {
     let gpu = gpu();
     let (counter, sb) = (upload_u32(gpu, &[0]), Step::buffer(gpu).unwrap());
-    Step { pad: 5, ..Default::default() }.write(gpu, &sb);
+    Step { pad: [5, 0], ..Default::default() }.write(gpu, &sb);
     let grid = LaunchShape { workgroups: 40, threads: 64, read_step: false };
     let (a, b) = (
         ProbeLaunch::new(gpu, &grid, 1, &counter, &sb).unwrap(),

@@ -26,11 +26,15 @@ fn paired(d: usize, hd: usize) -> usize {
     }
 }
 
-fn check(rows: usize, start: usize, with_bias: bool) {
+/// One step of `seqs`' rows over a cache of `n_blocks` blocks of `block` positions: q rotated
+/// at each row's position, k and v written to the slot of its own sequence.
+fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool) {
     let gpu = gpu();
-    let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 8, cache_slots: 16 };
+    let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 8 };
     let (hd, qn, kvn, k) = (8usize, 32usize, 16usize, 40usize);
     let n = qn + 2 * kvn;
+    let rows: usize = seqs.iter().map(|s| s.rows).sum();
+    let slots = n_blocks * block;
     let x = random(rows * k, 20);
     let stacked = random(n * k, 21);
     let bias = random(n, 22);
@@ -40,8 +44,9 @@ fn check(rows: usize, start: usize, with_bias: bool) {
     let inv_freq: Vec<f32> = (0..hd / 2).map(|i| 1.0 / 10000f32.powf(2.0 * i as f32 / hd as f32)).collect();
     let w = Weight::upload(gpu, "qkv", WeightType::F32, n, k, &fused_w).unwrap();
     let (xb, bb, fb) = (upload(gpu, &x), upload(gpu, &fused_b), upload(gpu, &inv_freq));
-    let (qb, kb, vb) = (zeros(gpu, rows * qn), zeros(gpu, 16 * kvn), zeros(gpu, 16 * kvn));
-    let sb = step(gpu, rows as u32, start as u32, 0);
+    let (qb, kb, vb) = (zeros(gpu, rows * qn), zeros(gpu, slots * kvn), zeros(gpu, slots * kvn));
+    let sb = step(gpu, rows as u32);
+    let plan = test_plan(gpu, seqs, block, &[]);
     let bufs = QkvBuffers {
         norm: None,
         step: &sb,
@@ -51,6 +56,7 @@ fn check(rows: usize, start: usize, with_bias: bool) {
         q: &qb,
         k_cache: &kb,
         v_cache: &vb,
+        plan: &plan,
     };
     let op = QkvRope::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &h, &bufs).unwrap();
     gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
@@ -59,10 +65,10 @@ fn check(rows: usize, start: usize, with_bias: bool) {
     if with_bias {
         y.chunks_mut(n).for_each(|r| r.iter_mut().zip(&bias).for_each(|(a, b)| *a += b));
     }
-    let (q, kc, vc) = (read(gpu, &qb, rows * qn), read(gpu, &kb, 16 * kvn), read(gpu, &vb, 16 * kvn));
-    for t in 0..rows {
-        let pos = start + t;
-        let slot = pos % 16;
+    let (q, kc, vc) = (read(gpu, &qb, rows * qn), read(gpu, &kb, slots * kvn), read(gpu, &vb, slots * kvn));
+    let row_seqs = seqs.iter().flat_map(|s| (0..s.rows).map(move |t| (s, s.start + t)));
+    for (t, (s, pos)) in row_seqs.enumerate() {
+        let slot = s.slot(pos, block);
         let row = &y[t * n..(t + 1) * n];
         for head in 0..4 {
             let want = rope_ref(&row[head * hd..(head + 1) * hd], pos, &inv_freq);
@@ -80,10 +86,23 @@ fn check(rows: usize, start: usize, with_bias: bool) {
 
 #[test]
 fn decode_rows_with_bias_wrap_the_ring() {
-    check(3, 14, true);
+    // A ring slot of 16 positions; positions 14..17 wrap to slots 14, 15, 0.
+    check(&[TestSeq { rows: 3, start: 14, lo: 0, blocks: vec![0] }], 16, 1, true);
 }
 
 #[test]
 fn prefill_rows_without_bias() {
-    check(9, 5, false);
+    check(&[TestSeq { rows: 9, start: 5, lo: 0, blocks: vec![0] }], 16, 1, false);
+}
+
+#[test]
+fn rows_of_several_sequences_write_their_own_blocks() {
+    // Blocks of 4 positions in a pool of 12: a prompt chunk crossing two blocks, a decode token,
+    // a prompt of a third sequence, each into its own (out of order) blocks.
+    let seqs = [
+        TestSeq { rows: 6, start: 2, lo: 0, blocks: vec![7, 3] },
+        TestSeq { rows: 1, start: 9, lo: 0, blocks: vec![0, 11, 5] },
+        TestSeq { rows: 4, start: 0, lo: 0, blocks: vec![9] },
+    ];
+    check(&seqs, 4, 12, true);
 }

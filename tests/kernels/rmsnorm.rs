@@ -1,5 +1,5 @@
 use super::common::*;
-use wginfer::ops::rmsnorm::RmsNorm;
+use wginfer::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
 
 #[test]
 fn rows_match_cpu() {
@@ -7,20 +7,26 @@ fn rows_match_cpu() {
     let (rows, d) = (5, 300);
     let x: Vec<f32> = random(rows * d, 4).iter().map(|v| v * 30.0).collect();
     let g = random(d, 5);
-    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, rows * d), step(gpu, rows as u32, 0, 0));
-    let k = RmsNorm::new(gpu, d as u32, 1e-6, false, &sb, &xb, &gb, &yb).unwrap();
+    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, rows * d), step(gpu, rows as u32));
+    let bufs = NormBuffers { step: &sb, x: &xb, gamma: &gb, y: &yb };
+    let k = RmsNorm::new(gpu, d as u32, 1e-6, NormRows::All, &bufs).unwrap();
     gpu.run_pass(|p| k.record(p, rows as u32)).unwrap();
     assert_close(&read(gpu, &yb, rows * d), &rmsnorm_ref(&x, &g, 1e-6), 1e-5, "rmsnorm");
 }
 
 #[test]
-fn last_row_only_writes_row_zero() {
+fn output_rows_are_gathered_in_plan_order() {
+    // Rows 4, 0 and 2 of a 5-row step produce logits: y rows 0, 1, 2 are their norms.
     let gpu = gpu();
-    let (rows, d) = (3, 68);
+    let (rows, d) = (5, 68);
     let x = random(rows * d, 6);
     let g = random(d, 7);
-    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, d), step(gpu, rows as u32, 0, 0));
-    let k = RmsNorm::new(gpu, d as u32, 1e-5, true, &sb, &xb, &gb, &yb).unwrap();
-    gpu.run_pass(|p| k.record(p, rows as u32)).unwrap();
-    assert_close(&read(gpu, &yb, d), &rmsnorm_ref(&x[2 * d..], &g, 1e-5), 1e-5, "rmsnorm last row");
+    let outs = [4u32, 0, 2];
+    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, outs.len() * d), step(gpu, rows as u32));
+    let plan = test_plan(gpu, &[TestSeq { rows, start: 0, lo: 0, blocks: vec![0] }], 16, &outs);
+    let bufs = NormBuffers { step: &sb, x: &xb, gamma: &gb, y: &yb };
+    let k = RmsNorm::new(gpu, d as u32, 1e-5, NormRows::Outputs(&plan), &bufs).unwrap();
+    gpu.run_pass(|p| k.record(p, outs.len() as u32)).unwrap();
+    let want: Vec<f32> = outs.iter().flat_map(|&r| rmsnorm_ref(&x[r as usize * d..][..d], &g, 1e-5)).collect();
+    assert_close(&read(gpu, &yb, outs.len() * d), &want, 1e-5, "rmsnorm of the output rows");
 }

@@ -1,0 +1,35 @@
+// The step plan: which sequence and position each row of a step is, where each sequence's
+// keys and values live, and which rows produce logits. One storage buffer of u32 words, written
+// before each submit (src/model/plan.rs); the kernel declares it as `plan`.
+// Layout: rows at 0 (sequence, position per row); sequences at SEQS_AT (kv_lo, table offset,
+// table length, pad per sequence slot); output rows at OUTS_AT; block tables at TABLES_AT.
+// A position p of a sequence lives in physical block table[(p / BLOCK) % length], slot
+// p % BLOCK of it: a paged sequence's table lists its blocks in order; a ring slot is one block
+// of BLOCK = context positions, so positions wrap in it (the sliding window).
+// Constants: SEQS_AT, OUTS_AT, TABLES_AT, BLOCK.
+
+fn row_seq(t: u32) -> u32 {
+    return plan[2u * t];
+}
+
+// Absolute position of row t (RoPE, the causal limit).
+fn row_pos(t: u32) -> u32 {
+    return plan[2u * t + 1u];
+}
+
+// Oldest position sequence s still holds (the sliding window); older ones are not attended.
+fn seq_kv_lo(s: u32) -> u32 {
+    return plan[SEQS_AT + 4u * s];
+}
+
+// The KV-cache slot (row of K and V) of position pos of sequence s.
+fn kv_slot(s: u32, pos: u32) -> u32 {
+    let table = plan[SEQS_AT + 4u * s + 1u];
+    let length = plan[SEQS_AT + 4u * s + 2u];
+    return plan[TABLES_AT + table + (pos / BLOCK) % length] * BLOCK + pos % BLOCK;
+}
+
+// The step row whose logits output i holds.
+fn out_row(i: u32) -> u32 {
+    return plan[OUTS_AT + i];
+}

@@ -1,0 +1,46 @@
+//! One sequence's share of the KV memory: its blocks, in position order, and how many
+//! positions it has written.
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeqKv {
+    /// Physical blocks, in position order (a ring slot: its one block).
+    pub blocks: Vec<u32>,
+    /// Positions written so far (the next token's position); positions keep counting (RoPE)
+    /// when a ring wraps.
+    len: u32,
+}
+
+impl SeqKv {
+    /// The next token's position.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Records `n` positions as written (after `KvCache::grow` made room for them).
+    pub fn advance(&mut self, n: u32) {
+        self.len += n;
+    }
+
+    /// Takes back the last `n` positions (a step queued for a token that ended the generation);
+    /// their slots are rewritten by whatever runs there next.
+    pub fn retreat(&mut self, n: u32) {
+        self.len = self.len.saturating_sub(n);
+    }
+
+    /// Forgets every position; the blocks stay held.
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    /// Keeps the first `pos` positions (a shared chat prefix), if they are still held: a
+    /// wrapped ring (`len` past `context`) has overwritten them, so it starts over.
+    pub fn truncate(&mut self, pos: u32, context: u32) {
+        if pos < self.len {
+            self.len = if self.len <= context { pos } else { 0 };
+        }
+    }
+}

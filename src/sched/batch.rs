@@ -1,0 +1,290 @@
+//! Continuous batching (vLLM's scheduler, in small): which sequences run, and how many of their
+//! tokens, in each step. Every step takes the decode token of each running sequence and chunks
+//! of the prompts being admitted, up to a token budget; sequences join and leave at every step.
+//! Interactive sequences are admitted first and planned first; background ones fill what is
+//! left, and one waiting longer than the aging limit is admitted as if interactive. When the
+//! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
+//! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
+//! plan this builds (`Forward::submit`); what decides and what runs stay apart.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::metrics::Recorder;
+use super::sequence::{SeqRequest, SeqStats, Sequence};
+use super::Priority;
+use crate::engine::{choice_for, Engine, Finish};
+use crate::kv::{KvLayout, Placement};
+use crate::model::forward::{Batch, Out};
+use crate::ops::plan::{PlanRow, PlanSeq};
+
+#[derive(Clone, Copy, Debug)]
+pub struct BatchOptions {
+    /// Most tokens (rows) in one step, decode and prompt chunks together.
+    pub max_batch_tokens: u32,
+    /// A background request waiting this long is admitted as if interactive.
+    pub aging: Duration,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions { max_batch_tokens: 512, aging: Duration::from_secs(10) }
+    }
+}
+
+/// What a step did to the requests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SeqEvent {
+    Token { id: u64, token: u32 },
+    Finished(SeqStats),
+    Failed { id: u64, error: String },
+}
+
+pub struct Batcher {
+    opts: BatchOptions,
+    waiting: Vec<Sequence>,
+    running: Vec<Sequence>,
+    admissions: u64,
+    eos: Vec<u32>,
+    pub metrics: Recorder,
+    /// Rows of the last step.
+    pub last_rows: u32,
+}
+
+/// One sequence's part of a step: its index in `running`, rows, and where they land.
+struct Part {
+    seq: usize,
+    rows: u32,
+    place: Placement,
+}
+
+impl Batcher {
+    /// A batcher over `engine`, whose single-stream conversation it drops (its KV memory is
+    /// the batcher's now).
+    pub fn new(engine: &mut Engine, opts: BatchOptions) -> Batcher {
+        engine.reset();
+        Batcher {
+            opts,
+            waiting: Vec::new(),
+            running: Vec::new(),
+            admissions: 0,
+            eos: engine.eos_ids(),
+            metrics: Recorder::default(),
+            last_rows: 0,
+        }
+    }
+
+    pub fn submit(&mut self, req: SeqRequest) {
+        self.metrics.arrived();
+        self.waiting.push(Sequence::new(req));
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// Stops a waiting or running request and frees its memory at once; its stats, if it was
+    /// known.
+    pub fn cancel(&mut self, engine: &mut Engine, id: u64) -> Option<SeqStats> {
+        let mut seq = match self.running.iter().position(|s| s.req.id == id) {
+            Some(i) => self.running.remove(i),
+            None => self.waiting.remove(self.waiting.iter().position(|s| s.req.id == id)?),
+        };
+        engine.forward.kv.release(&mut seq.kv);
+        Some(self.record(seq.finish(Finish::Stopped)))
+    }
+
+    /// Runs one step: admits what fits, plans the rows, runs them, and reports new tokens and
+    /// finished requests. Nothing to do: no step, no events.
+    pub fn step(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
+        let mut events = Vec::new();
+        self.admit(engine, &mut events);
+        let parts = self.plan(engine, &mut events);
+        self.last_rows = parts.iter().map(|p| p.rows).sum();
+        if parts.is_empty() {
+            return Ok(events);
+        }
+        let (mut ids, mut rows, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, p) in parts.iter().enumerate() {
+            let seq = &self.running[p.seq];
+            let from = seq.kv.len() as usize;
+            ids.extend((from..from + p.rows as usize).map(|i| seq.token(i)));
+            rows.extend((0..p.rows).map(|r| PlanRow { seq: k as u32, pos: p.place.start_pos + r }));
+            if from + p.rows as usize == seq.len() {
+                let choice = choice_for(&seq.req.sampling, seq.output.len() as u32);
+                outs.push(Out { row: rows.len() as u32 - 1, choice });
+            }
+        }
+        let seqs: Vec<PlanSeq> = parts
+            .iter()
+            .map(|p| PlanSeq { kv_lo: p.place.kv_lo, blocks: &self.running[p.seq].kv.blocks })
+            .collect();
+        let batch = Batch { chosen: 0, ids: &ids, rows: &rows, seqs: &seqs, outs: &outs };
+        let out = engine.forward.step(&engine.gpu, &batch)?;
+        drop(seqs);
+        let mut results = out.ids.into_iter().zip(out.logits);
+        let mut done = Vec::new();
+        for p in &parts {
+            let seq = &mut self.running[p.seq];
+            seq.kv.advance(p.rows);
+            if seq.pending() > 0 {
+                continue;
+            }
+            let (id, logits) = results.next().expect("an output per finished chunk");
+            let token = match logits {
+                Some(mut l) => {
+                    let seen: Vec<u32> = (0..seq.len()).map(|i| seq.token(i)).collect();
+                    seq.sampler.sample(&mut l, &seen)
+                }
+                None => id,
+            };
+            seq.push(token);
+            events.push(SeqEvent::Token { id: seq.req.id, token });
+            if let Some(finish) = self.finished(engine, p.seq) {
+                done.push((p.seq, finish));
+            }
+        }
+        // Highest index first, so the others keep theirs.
+        done.sort_by_key(|&(i, _)| std::cmp::Reverse(i));
+        for (i, finish) in done {
+            let mut seq = self.running.remove(i);
+            engine.forward.kv.release(&mut seq.kv);
+            events.push(SeqEvent::Finished(self.record(seq.finish(finish))));
+        }
+        self.metrics.step(self.last_rows, &events);
+        Ok(events)
+    }
+
+    /// Why running sequence `i` ends after its newest token, if it does.
+    fn finished(&self, engine: &Engine, i: usize) -> Option<Finish> {
+        let seq = &self.running[i];
+        let token = *seq.output.last()?;
+        let kv = &engine.forward.kv.opts;
+        if seq.req.stop_at_eos && self.eos.contains(&token) {
+            Some(Finish::Eos)
+        } else if seq.output.len() >= seq.req.max_tokens {
+            Some(Finish::Length)
+        } else if seq.len() > kv.context as usize && !kv.sliding_window {
+            Some(Finish::ContextFull)
+        } else {
+            None
+        }
+    }
+
+    fn record(&mut self, stats: SeqStats) -> SeqStats {
+        self.metrics.finished(&stats);
+        stats
+    }
+
+    /// Urgency for admission: interactive first, and background after waiting past the aging
+    /// limit; then the oldest.
+    fn admission_key(&self, s: &Sequence, now: Instant) -> (Priority, Instant) {
+        let aged = now.saturating_duration_since(s.arrived) >= self.opts.aging;
+        (if aged { Priority::Interactive } else { s.req.priority }, s.arrived)
+    }
+
+    /// Moves waiting sequences into the running set while a slot (ring) or the memory for
+    /// their tokens so far (paged) is free.
+    fn admit(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) {
+        let now = Instant::now();
+        let kv = &mut engine.forward.kv;
+        while !self.waiting.is_empty() && self.running.len() < kv.opts.parallel as usize {
+            let best = (0..self.waiting.len()).min_by_key(|&i| self.admission_key(&self.waiting[i], now)).unwrap();
+            let (len, context) = (self.waiting[best].len(), kv.opts.context as usize);
+            if self.waiting[best].req.prompt_ids.is_empty() || (len > context && !kv.opts.sliding_window) {
+                let seq = self.waiting.remove(best);
+                let error = match len {
+                    0 => format!("request {}: the prompt is empty", seq.req.id),
+                    _ => format!("request {}: {len} tokens do not fit the context of {context} tokens", seq.req.id),
+                };
+                events.push(SeqEvent::Failed { id: seq.req.id, error });
+                continue;
+            }
+            if kv.opts.layout == KvLayout::Paged && (len as u32).div_ceil(kv.block) + 1 > kv.free_blocks() {
+                break;
+            }
+            let Some(blocks) = kv.admit() else { break };
+            let mut seq = self.waiting.remove(best);
+            seq.kv = blocks;
+            seq.admitted.get_or_insert(now);
+            self.admissions += 1;
+            seq.admission = self.admissions;
+            self.running.push(seq);
+        }
+    }
+
+    /// The rows of this step, most urgent sequences first, within the token budget; grows
+    /// each one's KV memory, preempting less urgent sequences when the pool runs dry.
+    fn plan(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) -> Vec<Part> {
+        let mut budget = self.opts.max_batch_tokens.min(engine.forward.max_rows());
+        let kv = &mut engine.forward.kv;
+        let mut order: Vec<usize> = (0..self.running.len()).collect();
+        order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
+        let mut parts: Vec<Part> = Vec::new();
+        let mut preempted = Vec::new();
+        let mut stuck = Vec::new();
+        for &i in &order {
+            if preempted.contains(&i) {
+                continue;
+            }
+            let rows = (self.running[i].pending() as u32).min(budget).min(kv.opts.context);
+            if rows == 0 {
+                continue;
+            }
+            loop {
+                if let Ok(place) = kv.grow(&mut self.running[i].kv, rows) {
+                    parts.push(Part { seq: i, rows, place });
+                    budget -= rows;
+                    break;
+                }
+                // The pool is dry: the least urgent, latest admitted sequence not in this step
+                // gives its blocks back, if it is less urgent than this one.
+                let key = |s: &Sequence| (s.req.priority, s.admission);
+                let victim = (0..self.running.len())
+                    .filter(|&v| v != i && !preempted.contains(&v) && parts.iter().all(|p| p.seq != v))
+                    .max_by_key(|&v| key(&self.running[v]))
+                    .filter(|&v| key(&self.running[v]) > key(&self.running[i]));
+                match victim {
+                    Some(v) => {
+                        kv.release(&mut self.running[v].kv);
+                        preempted.push(v);
+                    }
+                    None => {
+                        // Nothing to free: a sequence alone cannot grow (a pool smaller than
+                        // one context) ends here rather than wait forever.
+                        if parts.is_empty() && self.running.len() - preempted.len() == 1 {
+                            stuck.push(i);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        // Preempted sequences wait again, first in line; their memory is already free.
+        let mut gone: Vec<usize> = preempted.iter().chain(&stuck).copied().collect();
+        gone.sort_unstable_by(|a, b| b.cmp(a));
+        for i in gone {
+            let mut seq = self.running.remove(i);
+            for p in parts.iter_mut().filter(|p| p.seq > i) {
+                p.seq -= 1;
+            }
+            if stuck.contains(&i) {
+                kv.release(&mut seq.kv);
+                events.push(SeqEvent::Finished(self.record(seq.finish(Finish::ContextFull))));
+            } else {
+                seq.stats.preemptions += 1;
+                self.waiting.insert(0, seq);
+            }
+        }
+        parts
+    }
+}

@@ -1,0 +1,177 @@
+//! Many sequences at once (the continuous batcher): greedy prompts run together, arriving at
+//! different steps, give exactly the ids each gives alone (and transformers' where a golden
+//! exists), with ring and paged KV memory; memory comes back; a dry pool preempts without
+//! changing anyone's ids.
+
+mod support;
+
+use std::collections::HashMap;
+
+use support::{fixture, golden, ids};
+use wginfer::engine::{Engine, EngineOptions, Finish, Request};
+use wginfer::kv::{KvLayout, KvOptions};
+use wginfer::model::forward::ForwardOptions;
+use wginfer::sampling::SamplingParams;
+use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest, SeqStats};
+
+fn engine(path: &std::path::Path, kv: KvOptions) -> Engine {
+    let opts = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
+    Engine::load(path, &opts).unwrap()
+}
+
+fn ring(parallel: u32) -> KvOptions {
+    KvOptions { layout: KvLayout::Ring, parallel, context: 512, ..Default::default() }
+}
+
+fn paged(parallel: u32, blocks: Option<u32>) -> KvOptions {
+    KvOptions { layout: KvLayout::Paged, parallel, context: 512, block: 16, blocks, ..Default::default() }
+}
+
+fn request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
+    SeqRequest {
+        id,
+        prompt_ids: prompt.to_vec(),
+        max_tokens,
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+        priority: Priority::Interactive,
+    }
+}
+
+/// Runs `prompts` through a batcher, the i-th submitted before step `arrivals[i]`; returns
+/// each one's ids and stats.
+fn run_batch(
+    e: &mut Engine,
+    opts: BatchOptions,
+    prompts: &[Vec<u32>],
+    max_tokens: usize,
+    arrivals: &[usize],
+) -> (Vec<Vec<u32>>, Vec<SeqStats>) {
+    let mut b = Batcher::new(e, opts);
+    let mut out: HashMap<u64, Vec<u32>> = HashMap::new();
+    let mut stats = Vec::new();
+    let mut step = 0;
+    while stats.len() < prompts.len() {
+        for (i, p) in prompts.iter().enumerate().filter(|(i, _)| arrivals[*i] == step) {
+            b.submit(request(i as u64, p, max_tokens));
+        }
+        for ev in b.step(e).unwrap() {
+            match ev {
+                SeqEvent::Token { id, token } => out.entry(id).or_default().push(token),
+                SeqEvent::Finished(s) => stats.push(s),
+                SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
+            }
+        }
+        step += 1;
+        assert!(step < 10_000, "the batch never finished");
+    }
+    assert!(b.is_idle());
+    stats.sort_by_key(|s| s.id);
+    ((0..prompts.len() as u64).map(|i| out.remove(&i).unwrap_or_default()).collect(), stats)
+}
+
+/// The ids of `prompt` run alone through the single-stream path.
+fn alone(e: &mut Engine, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
+    e.reset();
+    let req =
+        Request { prompt_ids: prompt.to_vec(), max_tokens, sampling: SamplingParams::default(), stop_at_eos: false };
+    e.generate(&req, |_| true).unwrap().ids
+}
+
+/// Eight prompts of 1 to 300 tokens: the golden's (with transformers' ids) and slices of its
+/// longest.
+fn prompts(g: &serde_json::Value) -> Vec<(Vec<u32>, Option<Vec<u32>>)> {
+    let cases: Vec<_> = g["cases"].as_array().unwrap().iter().filter(|c| ids(&c["prompt_ids"]).len() <= 300).collect();
+    let longest = cases.iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let mut p: Vec<_> = cases.iter().map(|c| (ids(&c["prompt_ids"]), Some(ids(&c["greedy_ids"])))).collect();
+    for len in [2, 33, 120, 250] {
+        p.push((longest[longest.len() - len..].to_vec(), None));
+    }
+    p.truncate(8);
+    p
+}
+
+fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) {
+    let cases = prompts(g);
+    let all: Vec<Vec<u32>> = cases.iter().map(|(p, _)| p.clone()).collect();
+    // Three at once, then one more every other step: prompt chunks share steps with decode.
+    let arrivals = [0, 0, 0, 2, 4, 6, 8, 10];
+    let opts = BatchOptions { max_batch_tokens: 96, ..Default::default() };
+    for kv in [ring(8), paged(8, None)] {
+        let mut e = engine(path, kv);
+        let want: Vec<Vec<u32>> = all.iter().map(|p| alone(&mut e, p, 16)).collect();
+        for ((p, golden), w) in cases.iter().zip(&want) {
+            if let Some(golden) = golden {
+                assert_eq!(w, golden, "{label}: a {}-token prompt alone against transformers", p.len());
+            }
+        }
+        let (got, stats) = run_batch(&mut e, opts, &all, 16, &arrivals);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{label} {:?}: prompt {i} ({} tokens) in the batch", kv.layout, all[i].len());
+        }
+        assert!(stats.iter().all(|s| s.finish == Finish::Length && s.tokens == 16));
+        assert_eq!(e.forward.kv.used_blocks(), 0, "{label} {:?}: blocks still held", kv.layout);
+    }
+}
+
+#[test]
+fn batched_greedy_ids_equal_each_prompt_alone() {
+    for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16"] {
+        check_invariance(&fixture(name), &golden(name), name);
+    }
+    let stem = "tiny-llama-q8_0";
+    let g = support::read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
+    check_invariance(&fixture("gguf").join(format!("{stem}.gguf")), &g, stem);
+}
+
+#[test]
+fn a_dry_pool_preempts_and_everyone_still_gets_their_ids() {
+    // Four sequences of 40 + 40 tokens need 5 blocks of 16 each; the pool has 12.
+    let g = golden("qwen2-f32");
+    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let prompts: Vec<Vec<u32>> = (0..4).map(|i| longest[i * 50..i * 50 + 40].to_vec()).collect();
+    let mut e = engine(&fixture("qwen2-f32"), paged(4, Some(12)));
+    let want: Vec<Vec<u32>> = prompts.iter().map(|p| alone(&mut e, p, 40)).collect();
+    let (got, stats) = run_batch(&mut e, BatchOptions::default(), &prompts, 40, &[0, 0, 0, 0]);
+    assert_eq!(got, want);
+    assert!(stats.iter().map(|s| s.preemptions).sum::<usize>() > 0, "the pool was large enough: no preemption");
+    assert_eq!(e.forward.kv.used_blocks(), 0);
+}
+
+#[test]
+fn many_requests_with_cancellations_give_all_memory_back() {
+    // Short requests arriving over time, every fifth cancelled after a few steps.
+    let n: u64 = if std::env::var("CI").is_ok() { 200 } else { 1000 };
+    let mut e = engine(&fixture("qwen2-f32"), paged(16, Some(64)));
+    let mut b = Batcher::new(&mut e, BatchOptions::default());
+    let buffers = e.gpu.buffers_created();
+    let (mut submitted, mut finished, mut step) = (0u64, 0u64, 0u64);
+    while finished < n {
+        if submitted < n && step % 2 == 0 {
+            for _ in 0..3.min(n - submitted) {
+                let len = 1 + (submitted * 37 % 60) as usize;
+                let prompt: Vec<u32> = (0..len as u32).map(|i| 3 + (i * 11 + submitted as u32) % 300).collect();
+                b.submit(request(submitted, &prompt, 1 + (submitted % 9) as usize));
+                submitted += 1;
+            }
+        }
+        if step % 5 == 0 && submitted > 0 {
+            let victim = submitted - 1;
+            if let Some(s) = b.cancel(&mut e, victim) {
+                assert_eq!(s.finish, Finish::Stopped);
+                finished += 1;
+            }
+        }
+        for ev in b.step(&mut e).unwrap() {
+            match ev {
+                SeqEvent::Finished(_) => finished += 1,
+                SeqEvent::Failed { error, .. } => panic!("{error}"),
+                SeqEvent::Token { .. } => {}
+            }
+        }
+        step += 1;
+    }
+    assert!(b.is_idle());
+    assert_eq!(e.forward.kv.used_blocks(), 0, "KV blocks still held");
+    assert_eq!(e.gpu.buffers_created(), buffers, "buffers created while serving");
+}
