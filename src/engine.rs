@@ -124,8 +124,7 @@ impl Engine {
         let rows: Vec<PlanRow> = (0..n).map(|i| PlanRow { seq: 0, pos: place.start_pos + i }).collect();
         let seqs = [PlanSeq { kv_lo: place.kv_lo, blocks: &seq.blocks }];
         let out = choice.map(|choice| Out { row: n - 1, choice });
-        let batch =
-            Batch { chosen: u32::from(ids.is_empty()), ids, rows: &rows, seqs: &seqs, outs: out.as_slice() };
+        let batch = Batch { chosen: u32::from(ids.is_empty()), ids, rows: &rows, seqs: &seqs, outs: out.as_slice() };
         let pending = self.forward.submit(&self.gpu, &batch);
         if pending.is_ok() {
             seq.advance(n);

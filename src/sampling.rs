@@ -54,7 +54,11 @@ impl Sampler {
     pub fn sample(&mut self, logits: &mut [f32], seen: &[u32]) -> u32 {
         let p = self.params.clone();
         if p.repetition_penalty != 1.0 {
-            for &id in seen {
+            // Once per distinct id, however often it was seen (transformers' rule).
+            let mut distinct = seen.to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            for id in distinct {
                 if let Some(l) = logits.get_mut(id as usize) {
                     *l = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
                 }

@@ -131,6 +131,9 @@ impl TextTokenizer {
 
 pub fn render_template(template: &str, messages: &[Message], bos: &str, eos: &str) -> Result<String> {
     let mut env = minijinja::Environment::new();
+    // transformers renders chat templates with jinja2's trim_blocks and lstrip_blocks.
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
         Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
@@ -168,5 +171,13 @@ impl StreamDecoder {
             }
         }
         Ok(None)
+    }
+
+    /// The text still held back when the stream ends: bytes of an unfinished character come out
+    /// as U+FFFD, so the pieces and this add up to `decode` of every id.
+    pub fn finish(self, tok: &TextTokenizer) -> Result<String> {
+        let prefix = tok.decode(&self.ids[self.prefix_offset..self.read_offset])?;
+        let text = tok.decode(&self.ids[self.prefix_offset..])?;
+        Ok(text.get(prefix.len()..).unwrap_or_default().to_string())
     }
 }

@@ -6,10 +6,11 @@ mod support;
 
 use std::path::PathBuf;
 
-use support::{check_cases, fixture, ids, read_json};
+use serde_json::Value;
+use support::{check_cases, fixture, golden, ids, logit_tolerance, messages, read_json};
 use wginfer::engine::{Engine, EngineOptions, Request};
 use wginfer::sampling::SamplingParams;
-use wginfer::tokenizer::{Message, TextTokenizer};
+use wginfer::tokenizer::TextTokenizer;
 
 fn gguf(stem: &str) -> PathBuf {
     fixture("gguf").join(format!("{stem}.gguf"))
@@ -18,7 +19,8 @@ fn gguf(stem: &str) -> PathBuf {
 fn check_tiny(stem: &str) {
     let golden = read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
     let mut engine = Engine::load(&gguf(stem), &EngineOptions::default()).unwrap();
-    check_cases(&mut engine, &golden, 2e-3, usize::MAX, stem);
+    let tol = logit_tolerance(&engine);
+    check_cases(&mut engine, &golden, tol, usize::MAX, stem);
 }
 
 #[test]
@@ -36,27 +38,30 @@ fn tiny_qwen2_q8_0_matches_transformers() {
     check_tiny("tiny-qwen2-q8_0");
 }
 
+/// The tokenizer built from a tiny GGUF's metadata against transformers' tokenizer of the
+/// folder it was converted from: that folder's golden chat and encodings, and the GGUF golden's
+/// further strings. Those were encoded by transformers' own GGUF tokenizer, which lacks Qwen2's
+/// NFC normalizer: where it differs from the folder's tokenizer, `tokenizer_differences` holds
+/// the folder's ids ("hf_auto"), and those are the ones to match.
 #[test]
-fn gguf_tokenizer_matches_the_models_own_tokenizer_json() {
-    for (stem, dir) in [("tiny-llama-q8_0", "llama-f32"), ("tiny-qwen2-q8_0", "qwen2-f32")] {
-        let file = wginfer::model::gguf::Gguf::open(&gguf(stem)).unwrap();
-        let from_gguf = TextTokenizer::from_gguf(&file).unwrap();
-        let from_json = TextTokenizer::from_hf_dir(&fixture(dir)).unwrap();
-        for text in [
-            "Hello world",
-            "  spaced   out\n\tcode() {}",
-            "café naïve 東京 😀",
-            "12345 + 678",
-            "<|im_start|>user hi<|im_end|>",
-        ] {
-            assert_eq!(
-                from_gguf.encode(text, false).unwrap(),
-                from_json.encode(text, false).unwrap(),
-                "{stem}: {text:?}"
-            );
+fn gguf_tokenizer_matches_transformers() {
+    for stem in ["tiny-llama-q8_0", "tiny-llama-mixed", "tiny-qwen2-q8_0"] {
+        let g = read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
+        let source = golden(g["source_fixture"].as_str().unwrap());
+        let tok = TextTokenizer::from_gguf(&wginfer::model::gguf::Gguf::open(&gguf(stem)).unwrap()).unwrap();
+        let differences = g["tokenizer_differences"].as_array().unwrap();
+        let folder_ids = |case: &Value| {
+            let differs = differences.iter().find(|d| d["text"] == case["text"]);
+            ids(differs.map_or(&case["ids"], |d| &d["hf_auto"]))
+        };
+        for case in source["encode"].as_array().unwrap().iter().chain(g["encode"].as_array().unwrap()) {
+            let text = case["text"].as_str().unwrap();
+            assert_eq!(tok.encode(text, false).unwrap(), folder_ids(case), "{stem}: {text:?}");
         }
-        let msgs = [Message::new("system", "Be terse."), Message::new("user", "Hi!")];
-        assert_eq!(from_gguf.render_chat(&msgs).unwrap(), from_json.render_chat(&msgs).unwrap(), "{stem}: chat");
+        let chat = &source["chat"];
+        let msgs = messages(&chat["messages"]);
+        assert_eq!(tok.render_chat(&msgs).unwrap(), chat["text"].as_str().unwrap(), "{stem}: chat text");
+        assert_eq!(tok.encode_chat(&msgs).unwrap(), ids(&chat["ids"]), "{stem}: chat ids");
     }
 }
 
@@ -73,12 +78,7 @@ fn smollm2_chat_greedy_ids_match_transformers() {
     let mut engine = Engine::load(&smollm2(), &EngineOptions::default()).unwrap();
     let tok = engine.tokenizer.take().unwrap();
     for case in golden["chat"].as_array().unwrap() {
-        let msgs: Vec<Message> = case["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let msgs = messages(&case["messages"]);
         assert_eq!(tok.render_chat(&msgs).unwrap(), case["text"].as_str().unwrap());
         let prompt = tok.encode_chat(&msgs).unwrap();
         assert_eq!(prompt, ids(&case["prompt_ids"]));

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::Value;
-use support::{check_cases, fixture, golden, ids, logit_tolerance};
+use support::{check_cases, fixture, golden, ids, logit_tolerance, messages};
 use wginfer::engine::{Engine, EngineOptions, Request};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
@@ -54,12 +54,7 @@ fn tokenizer_and_chat_template_match_transformers() {
             assert_eq!(tok.encode(text, false).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
         }
         let chat = &g["chat"];
-        let msgs: Vec<wginfer::tokenizer::Message> = chat["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| wginfer::tokenizer::Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let msgs = messages(&chat["messages"]);
         assert_eq!(tok.render_chat(&msgs).unwrap(), chat["text"].as_str().unwrap(), "{name}: chat text");
         assert_eq!(tok.encode_chat(&msgs).unwrap(), ids(&chat["ids"]), "{name}: chat ids");
     }

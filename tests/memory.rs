@@ -84,12 +84,11 @@ fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
     let slots = case["slots"].as_u64().unwrap() as u32;
     // The plain kernel throughout, then the flash kernel reading the wrapped ring.
     for (attn_threshold, kernel) in [(DEFAULT_THRESHOLD, AttnKind::Plain), (20, AttnKind::Flash)] {
-        let mut e =
-            engine(ForwardOptions {
-                kv: KvOptions { context: slots, sliding_window: true, ..Default::default() },
-                attn_threshold,
-                ..Default::default()
-            });
+        let mut e = engine(ForwardOptions {
+            kv: KvOptions { context: slots, sliding_window: true, ..Default::default() },
+            attn_threshold,
+            ..Default::default()
+        });
         let (g, want, kinds) = generate_case(&mut e, &case);
         assert_eq!(g.finish, Finish::Length);
         assert_eq!(g.ids, want, "{kernel:?}: sliding-window greedy ids");

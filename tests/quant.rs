@@ -1,6 +1,8 @@
 //! The quantized types against ggml's dequantization (values from the `gguf` Python package,
 //! tests/fixtures/quant_blocks.json): the CPU reference, and the GPU's `w_load4` through the
-//! embedding gather (one row per case) and through matmul (decode and prefill cores).
+//! embedding gather and through matmul (decode and prefill cores). The GPU sees weights whose
+//! rows all differ and whose rows' blocks all differ, so a wrong row or block offset reads other
+//! values.
 
 mod support;
 
@@ -10,9 +12,11 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::quant::{dequantize, to_gpu_layout};
 use wginfer::model::tensor::DType;
 use wginfer::ops::embedding::Embedding;
-use wginfer::ops::linear::{LinearConfig, GEMV_MAX_ROWS};
+use wginfer::ops::linear::{LinearConfig, Rows, GEMV_MAX_ROWS};
 use wginfer::ops::matmul::Matmul;
 use wginfer::ops::{Step, Weight};
+
+const TYPES: [DType; 6] = [DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K];
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -22,33 +26,25 @@ fn f32s(s: &str) -> Vec<f32> {
     hex(s).chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-fn dtype(name: &str) -> DType {
-    match name {
-        "Q8_0" => DType::Q8_0,
-        "Q4_0" => DType::Q4_0,
-        "Q4_1" => DType::Q4_1,
-        "Q5_0" => DType::Q5_0,
-        "Q4_K" => DType::Q4_K,
-        "Q6_K" => DType::Q6_K,
-        other => panic!("unknown type {other}"),
-    }
+/// One fixture row of one type: its ggml bytes and the values ggml decodes from them.
+struct Case {
+    ty: DType,
+    row: String,
+    quant: Vec<u8>,
+    want: Vec<f32>,
 }
 
-/// (type, quantized bytes, expected values) of every case.
-fn cases() -> Vec<(DType, Vec<u8>, Vec<f32>, String)> {
+fn cases() -> Vec<Case> {
     let v: Value = read_json(&fixture("quant_blocks.json"));
     v["cases"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| {
-            let label = format!("{} {}", c["type"].as_str().unwrap(), c["row"].as_str().unwrap());
-            (
-                dtype(c["type"].as_str().unwrap()),
-                hex(c["quant_hex"].as_str().unwrap()),
-                f32s(c["dequant_f32_hex"].as_str().unwrap()),
-                label,
-            )
+        .map(|c| Case {
+            ty: *TYPES.iter().find(|t| format!("{t:?}") == c["type"].as_str().unwrap()).unwrap(),
+            row: c["row"].as_str().unwrap().to_string(),
+            quant: hex(c["quant_hex"].as_str().unwrap()),
+            want: f32s(c["dequant_f32_hex"].as_str().unwrap()),
         })
         .collect()
 }
@@ -64,8 +60,8 @@ fn assert_close(got: &[f32], want: &[f32], label: &str) {
 fn cpu_dequantization_matches_ggml() {
     let all = cases();
     assert_eq!(all.len(), 30, "five rows of six types");
-    for (t, q, want, label) in all {
-        assert_close(&dequantize(t, &q), &want, &label);
+    for c in all {
+        assert_close(&dequantize(c.ty, &c.quant), &c.want, &format!("{:?} {}", c.ty, c.row));
     }
 }
 
@@ -76,56 +72,85 @@ fn gpu() -> Gpu {
 #[test]
 fn gpu_gather_dequantizes_like_ggml() {
     let gpu = gpu();
-    for (t, q, want, label) in cases() {
-        let cols = want.len();
-        // Two rows: the case's row twice, gathered as ids [1, 0].
-        let row = to_gpu_layout(t, &q);
-        let table = Weight::upload(&gpu, "table", t.gpu_type(), 2, cols, &[row.clone(), row].concat()).unwrap();
-        let ids = gpu.storage_from("ids", bytemuck::cast_slice(&[1u32, 0])).unwrap();
-        let x = gpu.storage("x", (2 * cols * 4) as u64).unwrap();
+    let all = cases();
+    for t in TYPES {
+        // The type's five rows as one table (no two alike), gathered in another order.
+        let rows: Vec<&Case> = all.iter().filter(|c| c.ty == t).collect();
+        let cols = rows[0].want.len();
+        let table_bytes: Vec<u8> = rows.iter().flat_map(|c| to_gpu_layout(t, &c.quant)).collect();
+        let table = Weight::upload(&gpu, "table", t.gpu_type(), rows.len(), cols, &table_bytes).unwrap();
+        let order = [3u32, 0, 4, 1, 2];
+        let ids = gpu.storage_from("ids", bytemuck::cast_slice(&order)).unwrap();
+        let bytes = (order.len() * cols * 4) as u64;
+        let x = gpu.storage("x", bytes).unwrap();
         let step = Step::buffer(&gpu).unwrap();
-        Step { n_tokens: 2, ..Default::default() }.write(&gpu, &step);
+        Step { n_tokens: order.len() as u32, ..Default::default() }.write(&gpu, &step);
         let op = Embedding::new(&gpu, &table, &step, &ids, &x).unwrap();
-        gpu.run_pass(|p| op.record(p, 2)).unwrap();
-        let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&x, (2 * cols * 4) as u64).unwrap()).to_vec();
-        assert_close(&got[..cols], &want, &label);
-        assert_close(&got[cols..], &want, &label);
+        gpu.run_pass(|p| op.record(p, order.len() as u32)).unwrap();
+        let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&x, bytes).unwrap()).to_vec();
+        for (got, &id) in got.chunks(cols).zip(&order) {
+            let c = rows[id as usize];
+            assert_close(got, &c.want, &format!("{t:?} {} gathered", c.row));
+        }
     }
+}
+
+/// A [16, cols] weight of `t` made of whole blocks of its fixture rows `normal`, `ramp` and
+/// `offset_and_tiny` (a block's values depend on its bytes alone, so ggml's values still hold):
+/// row n takes the pool's blocks from block n on, every (1 + n / pool size)-th, so no two rows
+/// are alike and no row repeats a block. Returns the ggml bytes and the values.
+fn mixed_weight(all: &[Case], t: DType) -> (Vec<u8>, Vec<f32>) {
+    let (per, size) = t.block();
+    let rows = all.iter().filter(|c| c.ty == t && ["normal", "ramp", "offset_and_tiny"].contains(&c.row.as_str()));
+    let pool: Vec<(&[u8], &[f32])> = rows.flat_map(|c| c.quant.chunks(size).zip(c.want.chunks(per))).collect();
+    let blocks_per_row = all[0].want.len() / per;
+    let p = pool.len();
+    let picks: Vec<Vec<usize>> =
+        (0..16).map(|n| (0..blocks_per_row).map(|b| (n + b * (1 + n / p)) % p).collect()).collect();
+    for (n, row) in picks.iter().enumerate() {
+        let mut distinct = row.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), row.len(), "row {n} repeats a block");
+        assert!(!picks[..n].contains(row), "row {n} repeats a row");
+    }
+    let blocks = || picks.iter().flatten().map(|&i| pool[i]);
+    (blocks().flat_map(|(q, _)| q.to_vec()).collect(), blocks().flat_map(|(_, v)| v.to_vec()).collect())
 }
 
 #[test]
 fn gpu_matmul_reads_quantized_weights() {
     let gpu = gpu();
-    for (t, q, want, label) in cases().into_iter().filter(|c| c.3.ends_with("normal")) {
-        let cols = want.len();
-        // A [16, cols] weight of the same row with rows scaled by the input instead: y[m, n] =
-        // sum_k x[m, k] w[k]; checks the GEMV (1 row) and prefill (9 rows) cores; 16 rows
-        // make whole tensor-core fragments where the adapter has them.
-        let row = to_gpu_layout(t, &q);
-        let w = Weight::upload(&gpu, "w", t.gpu_type(), 16, cols, &row.repeat(16)).unwrap();
+    let all = cases();
+    let n = 16;
+    for t in TYPES {
+        // y[m, j] = sum_k x[m, k] w[j, k] with the GEMV (1 row) and prefill (9 rows) cores; 16
+        // weight rows make whole tensor-core fragments where the adapter has them.
+        let (quant, want) = mixed_weight(&all, t);
+        let cols = want.len() / n;
+        let w = Weight::upload(&gpu, "w", t.gpu_type(), n, cols, &to_gpu_layout(t, &quant)).unwrap();
         for rows in [1usize, 9] {
             let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
             let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
-            let yb = gpu.storage("y", (rows * 16 * 4) as u64).unwrap();
+            let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
             let step = Step::buffer(&gpu).unwrap();
             Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
             let cfg = LinearConfig::for_adapter(&gpu.caps);
-            let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, true).unwrap();
-            let f16_products = rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(w.ty, cols as u32, 16).is_some();
+            let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
+            let f16_products = rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(w.ty, cols as u32, n as u32).is_some();
             gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-            let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * 16 * 4) as u64).unwrap()).to_vec();
+            let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec();
             for m in 0..rows {
-                let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[k] as f64);
-                let dot: f64 = products.clone().sum();
-                // Tensor cores round x and the weights to f16 (11 significant bits each), so
-                // each product may be off by 2^-10 of itself.
-                let tol = match f16_products {
-                    true => 1e-3 * products.map(f64::abs).sum::<f64>(),
-                    false => 1e-3 * dot.abs().max(1.0),
-                };
-                for n in 0..16 {
-                    let g = got[m * 16 + n];
-                    assert!((g as f64 - dot).abs() <= tol, "{label} rows={rows}: got {g}, want {dot}");
+                for j in 0..n {
+                    let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[j * cols + k] as f64);
+                    let dot: f64 = products.clone().sum();
+                    let size: f64 = products.map(f64::abs).sum();
+                    let g = got[m * n + j] as f64;
+                    // f32 products: 20x the worst error on lavapipe (5e-8 of the sum of |products|).
+                    // Tensor cores round x and the weights to f16 (11 significant bits each), so
+                    // each product may be off by 2^-10 of itself.
+                    let tol = if f16_products { 1e-3 } else { 1e-6 } * size;
+                    assert!((g - dot).abs() <= tol, "{t:?} rows={rows}: y[{m}, {j}] = {g}, want {dot}");
                 }
             }
         }

@@ -67,7 +67,8 @@ fn interactive_work_overtakes_background_work() {
     for id in 1..=3 {
         w.send(Command::Submit(request(id, Priority::Background, 300)));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // The interactive request arrives once a background one is running.
+    while !matches!(w.events.recv_timeout(Duration::from_secs(120)).expect("an event"), Event::Started { .. }) {}
     w.send(Command::Submit(request(9, Priority::Interactive, 5)));
     let mut max_waiting = 0;
     let done = finished(&w, 4, |e| {

@@ -1,6 +1,15 @@
 //! The GEMV tune cache: what `wginfer tune` stores is what later loads on the same adapter,
-//! driver and wgpu version use; anything else is ignored or reported, never a panic.
+//! driver and wgpu version use; anything else is ignored or reported, never a panic. `tune`
+//! stores only variants whose output matches the CPU's.
 
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{fixture, read_json};
+use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::model::config::read_config;
 use wginfer::ops::linear::{GemvShape, LinearConfig};
 use wginfer::ops::tune::{gemv_key, load, store, GemvTable, WGPU_VERSION};
 use wginfer::ops::WeightType;
@@ -74,4 +83,76 @@ fn wgpu_version_matches_the_lock_file() {
     let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock")).unwrap();
     let want = format!("name = \"wgpu\"\nversion = \"{WGPU_VERSION}\"");
     assert!(lock.contains(&want), "Cargo.lock has another wgpu than ops::tune::WGPU_VERSION");
+}
+
+/// `wginfer` with `line` added to the GEMV core (through WGINFER_SHADERS, into `dir`) right after
+/// a lane group has summed its products, where the WGSL constants say which shape it was built
+/// with.
+fn wginfer_with_gemv_line(dir: &Path, line: &str) -> Command {
+    let core = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/linear_gemv.wgsl")).unwrap();
+    let anchor = "var sums = lanes_sum(lid, lane, acc);";
+    assert!(core.contains(anchor), "shaders/lib/linear_gemv.wgsl changed: update this test");
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    std::fs::write(dir.join("lib/linear_gemv.wgsl"), core.replace(anchor, &format!("{anchor}\n{line}"))).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wginfer"));
+    c.env("WGINFER_SHADERS", dir);
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_later_load_builds_the_stored_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("qwen2-f32");
+    // A shape the heuristic never picks (8 lanes), stored for the fixture's down projection
+    // under this adapter's own name, driver and wgpu version.
+    let cfg = read_config(&model.join("config.json")).unwrap();
+    let key = gemv_key(cfg.hidden as u32, cfg.intermediate as u32, WeightType::F32);
+    let cache = dir.path().join("tune.json");
+    let info = Gpu::new(&GpuOptions::default()).unwrap().info;
+    store(&cache, &info, &[(key, GemvShape { lanes: 8, rows: 4, threads: 64 })].into()).unwrap();
+    // A GEMV core that does not compile with that shape: loading fails if and only if the load
+    // builds a kernel with it.
+    let load = |cache: &Path| -> Output {
+        wginfer_with_gemv_line(
+            &dir.path().join("shaders"),
+            "const_assert !(LANES == 8u && RPG == 4u && WG_THREADS == 64u);",
+        )
+        .env("WGINFER_TUNE_CACHE", cache)
+        .args(["info", "--model", model.to_str().unwrap()])
+        .output()
+        .unwrap()
+    };
+    let without = load(&dir.path().join("absent.json"));
+    assert!(without.status.success(), "{}", text(&without.stderr));
+    let with = load(&cache);
+    let err = text(&with.stderr);
+    assert!(!with.status.success(), "{err}");
+    assert!(err.contains("kernel matmul failed to compile") && err.contains("const_assert"), "{err}");
+}
+
+#[test]
+fn tune_stores_only_variants_that_match_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("tune.json");
+    let model = fixture("llama-f32");
+    // Every GEMV of 8 lanes adds 1 to its outputs; the 8-lane variant is also the faster of the
+    // two on lavapipe, so only the check keeps it out of the cache.
+    let out = wginfer_with_gemv_line(&dir.path().join("shaders"), "if (LANES == 8u) { sums += vec4<f32>(1.0); }")
+        .args(["tune", "--model", model.to_str().unwrap(), "--quick", "--reps", "1"])
+        .args(["--variants", "8l1r256t,32l2r128t", "--cache", cache.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stderr.contains("5 GEMV variants gave wrong outputs"), "{stderr}");
+    let reported = stdout.lines().filter(|l| l.contains("8l1r256t") && l.contains("WRONG")).count();
+    assert_eq!(reported, 5, "the wrong variant is reported for each of the 5 weight shapes: {stdout}");
+    let stored = read_json(&cache)["entries"][0]["gemv"].clone();
+    let stored: GemvTable = serde_json::from_value(stored).unwrap();
+    assert_eq!(stored.len(), 5, "{stored:?}");
+    assert!(stored.values().all(|&s| s == GemvShape { lanes: 32, rows: 2, threads: 128 }), "{stored:?}");
 }

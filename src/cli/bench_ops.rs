@@ -120,11 +120,8 @@ fn shapes(quick: bool) -> Result<Vec<Shapes>> {
         .into_iter()
         .map(|name| {
             let c = synthetic::preset(name)?;
-            let heads = HeadShape {
-                n_heads: c.heads as u32,
-                n_kv_heads: c.kv_heads as u32,
-                head_dim: c.head_dim as u32,
-            };
+            let heads =
+                HeadShape { n_heads: c.heads as u32, n_kv_heads: c.kv_heads as u32, head_dim: c.head_dim as u32 };
             Ok(Shapes {
                 name,
                 d: c.hidden as u32,

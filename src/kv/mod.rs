@@ -145,7 +145,9 @@ impl KvCache {
         let context = self.opts.context;
         let end = seq.len() + n;
         if n > context || (end > context && !self.opts.sliding_window) {
-            bail!("{end} tokens do not fit the context of {context} tokens (raise --context, or allow --sliding-window)");
+            bail!(
+                "{end} tokens do not fit the context of {context} tokens (raise --context, or allow --sliding-window)"
+            );
         }
         if self.opts.layout == KvLayout::Paged {
             let need = end.div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);

@@ -296,12 +296,8 @@ impl Forward {
             gpu.queue.write_buffer(&self.ids, chosen_bytes, bytemuck::cast_slice(batch.ids));
         }
         // The longest context any row sees picks the attention kernel.
-        let context = batch
-            .rows
-            .iter()
-            .map(|r| r.pos + 1 - batch.seqs[r.seq as usize].kv_lo)
-            .max()
-            .expect("a step has rows");
+        let context =
+            batch.rows.iter().map(|r| r.pos + 1 - batch.seqs[r.seq as usize].kv_lo).max().expect("a step has rows");
         let attn = self.layers[0].attention.route(context);
         self.last_attention = attn;
         let sampled = batch.outs.iter().any(|o| matches!(o.choice, Choice::Sample(_)));

@@ -118,8 +118,7 @@ pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Res
     let ld = Loader { gpu, src, bar };
     let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);
     let (qn, kvn) = (cfg.heads * hd, cfg.kv_heads * hd);
-    let heads =
-        HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: hd as u32 };
+    let heads = HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: hd as u32 };
     let qkv_order = fused_row_order(&heads, src.qk_rows_pair_adjacent());
     let gate_up_order = interleaved_row_order(inter);
     let mut layers = Vec::with_capacity(cfg.layers);

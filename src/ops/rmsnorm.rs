@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
-use crate::gpu::shader::{assemble, Defs};
 use super::plan::{Plan, PlanLayout};
+use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Gpu, Kernel};
 
 const WG_THREADS: u32 = 256;

@@ -124,10 +124,8 @@ impl Batcher {
                 outs.push(Out { row: rows.len() as u32 - 1, choice });
             }
         }
-        let seqs: Vec<PlanSeq> = parts
-            .iter()
-            .map(|p| PlanSeq { kv_lo: p.place.kv_lo, blocks: &self.running[p.seq].kv.blocks })
-            .collect();
+        let seqs: Vec<PlanSeq> =
+            parts.iter().map(|p| PlanSeq { kv_lo: p.place.kv_lo, blocks: &self.running[p.seq].kv.blocks }).collect();
         let batch = Batch { chosen: 0, ids: &ids, rows: &rows, seqs: &seqs, outs: &outs };
         let out = engine.forward.step(&engine.gpu, &batch)?;
         drop(seqs);

@@ -15,8 +15,7 @@ fn gate_up_silu_matches_cpu_with_and_without_the_fused_norm() {
         let stacked = random(2 * inter * k, 11); // [gate; up]
         let fused = gather_rows(bytemuck::cast_slice(&stacked), k * 4, &interleaved_row_order(inter));
         let w = Weight::upload(gpu, "gate_up", WeightType::F32, 2 * inter, k, &fused).unwrap();
-        let (xb, gb, hb, sb) =
-            (upload(gpu, &x), upload(gpu, &gamma), zeros(gpu, rows * inter), step(gpu, rows as u32));
+        let (xb, gb, hb, sb) = (upload(gpu, &x), upload(gpu, &gamma), zeros(gpu, rows * inter), step(gpu, rows as u32));
         let norm = fused_norm.then_some(InputNorm { weight: &gb, eps: 1e-5 });
         let op = SwiGlu::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &sb, &xb, &hb, norm).unwrap();
         gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use wginfer::engine::{Engine, Request};
 use wginfer::sampling::SamplingParams;
+use wginfer::tokenizer::Message;
 
 /// A file or folder of tests/fixtures: under the package root cargo runs the tests from, else
 /// under the current directory (a test binary carried to another machine, run from a checkout).
@@ -17,6 +18,12 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
+}
+
+/// Chat messages from a golden's `[{"role", "content"}]`.
+pub fn messages(v: &Value) -> Vec<Message> {
+    let text = |m: &Value, key: &str| m[key].as_str().unwrap().to_string();
+    v.as_array().unwrap().iter().map(|m| Message::new(&text(m, "role"), &text(m, "content"))).collect()
 }
 
 /// golden.json of a fixture folder.
