@@ -64,13 +64,13 @@ fn kernels(c: &mut Criterion) {
     let plan = Plan::one_sequence(&gpu, 512, 1, 511, 0).unwrap();
     let q = buffer(&gpu, &values(heads.q_dim() as usize));
     let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
-    let b = AttnBuffers { step: &step, q: &q, k_cache: &kv, v_cache: &kv, o: &o, plan: &plan };
+    let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, o: &o, plan: &plan };
     let plain = AttentionPlain::new(&gpu, &heads, 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
     let flash = AttentionFlash::new(&gpu, &heads, &b).unwrap();
     bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, 1, 512));
     let gamma = buffer(&gpu, &values(k));
-    let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &gamma, y: &y };
+    let norm_bufs = NormBuffers { x: &x, gamma: &gamma, y: &y };
     let norm = RmsNorm::new(&gpu, k as u32, 1e-6, NormRows::All, &norm_bufs).unwrap();
     bench(c, &gpu, &format!("rmsnorm 1x{k}"), |p| norm.record(p, 1));
     if gpu.caps.shader_f16 {

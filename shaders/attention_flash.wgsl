@@ -11,14 +11,13 @@
 // Each row attends to its own sequence's positions (lib/plan).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WG_THREADS,
 // MAX_SPLITS; lib/plan's.
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> plan: array<u32>;
 // Per (head, split): max, sum, HD weighted V sums (f32 bits); then one counter per head.
 @group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
-@group(0) @binding(6) var<storage, read> plan: array<u32>;
 
 const PARTIAL: u32 = HD + 2u;
 var<workgroup> finished: u32;

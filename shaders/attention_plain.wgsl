@@ -9,12 +9,11 @@
 // kv_lo ..= pos (causal, and what the sequence still holds), found through lib/plan.
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, PLAIN_MAX, SCALE,
 // WG_THREADS, SCORE_LANES (dividing HD / 4); lib/plan's.
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> plan: array<u32>;
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> plan: array<u32>;
 
 var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<vec4<f32>, D4>;

@@ -1,20 +1,14 @@
-// RMSNorm with f32 accumulation: y[r] = x[r] / sqrt(mean(x[r]^2) + EPS) * gamma.
-// One workgroup per row; GATHER normalizes the step's output rows (lib/plan: out_row(i) into
-// y row i), the final norm before the LM head. Constants: D, EPS, GATHER, WG_THREADS; with
-// GATHER, lib/plan's.
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> gamma: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> plan: array<u32>;
+// RMSNorm with f32 accumulation: y[i] = x[r] / sqrt(mean(x[r]^2) + EPS) * gamma, for x row
+// r = norm_row(i): every row (lib/norm_rows_all), or the step's output rows gathered
+// (lib/norm_rows_gather), the final norm before the LM head. One workgroup per row.
+// Constants: D, EPS, WG_THREADS.
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> gamma: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    var row = wg.x;
-    if (GATHER) {
-        row = out_row(wg.x);
-    }
-    let xo = row * D;
+    let xo = norm_row(wg.x) * D;
     let yo = wg.x * D;
     var ss = 0.0;
     for (var i = lid; i < D; i += WG_THREADS) {

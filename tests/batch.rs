@@ -39,14 +39,14 @@ fn request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
 }
 
 /// Runs `prompts` through a batcher, the i-th submitted before step `arrivals[i]`; returns
-/// each one's ids and stats.
+/// each one's ids and stats, and the rows all steps ran.
 fn run_batch(
     e: &mut Engine,
     opts: BatchOptions,
     prompts: &[Vec<u32>],
     max_tokens: usize,
     arrivals: &[usize],
-) -> (Vec<Vec<u32>>, Vec<SeqStats>) {
+) -> (Vec<Vec<u32>>, Vec<SeqStats>, u64) {
     let mut b = Batcher::new(e, opts);
     let mut out: HashMap<u64, Vec<u32>> = HashMap::new();
     let mut stats = Vec::new();
@@ -67,7 +67,7 @@ fn run_batch(
     }
     assert!(b.is_idle());
     stats.sort_by_key(|s| s.id);
-    ((0..prompts.len() as u64).map(|i| out.remove(&i).unwrap_or_default()).collect(), stats)
+    ((0..prompts.len() as u64).map(|i| out.remove(&i).unwrap_or_default()).collect(), stats, b.metrics.rows)
 }
 
 /// The ids of `prompt` run alone through the single-stream path.
@@ -105,7 +105,7 @@ fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) 
                 assert_eq!(w, golden, "{label}: a {}-token prompt alone against transformers", p.len());
             }
         }
-        let (got, stats) = run_batch(&mut e, opts, &all, 16, &arrivals);
+        let (got, stats, _) = run_batch(&mut e, opts, &all, 16, &arrivals);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g, w, "{label} {:?}: prompt {i} ({} tokens) in the batch", kv.layout, all[i].len());
         }
@@ -132,7 +132,7 @@ fn a_dry_pool_preempts_and_everyone_still_gets_their_ids() {
     let prompts: Vec<Vec<u32>> = (0..4).map(|i| longest[i * 50..i * 50 + 40].to_vec()).collect();
     let mut e = engine(&fixture("qwen2-f32"), paged(4, Some(12)));
     let want: Vec<Vec<u32>> = prompts.iter().map(|p| alone(&mut e, p, 40)).collect();
-    let (got, stats) = run_batch(&mut e, BatchOptions::default(), &prompts, 40, &[0, 0, 0, 0]);
+    let (got, stats, _) = run_batch(&mut e, BatchOptions::default(), &prompts, 40, &[0, 0, 0, 0]);
     assert_eq!(got, want);
     assert!(stats.iter().map(|s| s.preemptions).sum::<usize>() > 0, "the pool was large enough: no preemption");
     assert_eq!(e.forward.kv.used_blocks(), 0);
@@ -174,4 +174,21 @@ fn many_requests_with_cancellations_give_all_memory_back() {
     assert!(b.is_idle());
     assert_eq!(e.forward.kv.used_blocks(), 0, "KV blocks still held");
     assert_eq!(e.gpu.buffers_created(), buffers, "buffers created while serving");
+}
+
+#[test]
+fn a_shared_prefix_runs_once() {
+    // Two prompts whose first 64 tokens (4 blocks) are the same; the second arrives once the
+    // first has run them, takes those blocks, and runs only its own 15 tokens.
+    let g = golden("qwen2-f32");
+    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let a: Vec<u32> = longest[..64].iter().chain(&longest[100..110]).copied().collect();
+    let b: Vec<u32> = longest[..64].iter().chain(&longest[200..215]).copied().collect();
+    let mut e = engine(&fixture("qwen2-f32"), paged(4, None));
+    let want = [alone(&mut e, &a, 12), alone(&mut e, &b, 12)];
+    let (got, stats, rows) = run_batch(&mut e, BatchOptions::default(), &[a.clone(), b.clone()], 12, &[0, 3]);
+    assert_eq!(got, want);
+    assert_eq!((stats[0].prefix_hit_tokens, stats[1].prefix_hit_tokens), (0, 64));
+    // Each prompt's own tokens once, then 11 decode rows each.
+    assert_eq!(rows, (a.len() + b.len() - 64 + 2 * 11) as u64);
 }

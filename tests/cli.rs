@@ -111,7 +111,6 @@ fn bench_e2e_reports_speeds_and_launches() {
     assert!(v["decode_tok_s"].as_f64().unwrap() > 0.0);
     // embedding + 5 per layer (2 layers) + final norm, LM head, argmax
     assert_eq!(v["dispatches_per_decode_step"], 14);
-    assert_eq!(v["submits_per_decode_step"], 1);
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn streams_tokens_and_reports_metrics() {
     let (mut tokens, mut metrics) = (0, 0);
     let done = finished(&w, 1, |e| match e {
         Event::Token { .. } => tokens += 1,
-        Event::Metrics(m) => metrics += usize::from(m.kv_slots > 0),
+        Event::Metrics(m) => metrics += usize::from(m.kv_blocks_used > 0),
         _ => {}
     });
     assert!(tokens > 0 && metrics > 0);

@@ -6,12 +6,25 @@ use std::time::Instant;
 use eframe::egui;
 use wginfer::engine::EngineOptions;
 use wginfer::gpu::profiler::Timing;
+use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 /// Where `make model` puts the default model.
+/// KV memory of the console: a paged pool of 256 MiB shared by up to 8 conversations and
+/// background requests at once.
+const CONSOLE_KV: KvOptions = KvOptions {
+    layout: KvLayout::Paged,
+    context: 4096,
+    parallel: 8,
+    block: 16,
+    blocks: None,
+    memory: Some(256 << 20),
+    sliding_window: false,
+};
+
 const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Prompts the "background load" control sends.
@@ -121,8 +134,10 @@ impl ConsoleApp {
     /// Loads the model at `model_path`; the current one keeps serving if this fails.
     pub fn load(&mut self) {
         let path = PathBuf::from(self.model_path.trim());
-        let opts =
-            EngineOptions { forward: ForwardOptions { profile: true, ..Default::default() }, ..Default::default() };
+        let opts = EngineOptions {
+            forward: ForwardOptions { kv: CONSOLE_KV, profile: true, ..Default::default() },
+            ..Default::default()
+        };
         self.load_error = None;
         self.loading = Some(path.clone());
         self.worker.send(Command::Load(path, Box::new(opts)));

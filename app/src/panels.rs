@@ -29,8 +29,8 @@ fn status_line(app: &ConsoleApp, ui: &mut egui::Ui) {
             _ => "no model".to_string(),
         };
         ui.label(format!(
-            "{state} · frame {:.1} ms to build, {:.1} ms between frames · queue {} waiting, {} running",
-            app.frame_build_ms, app.frame_interval_ms, app.metrics.waiting, app.metrics.running
+            "{state} · frame {:.1} ms to build, {:.1} ms between frames · queue {} waiting, {} running, {} rows in the last step",
+            app.frame_build_ms, app.frame_interval_ms, app.metrics.waiting, app.metrics.running, app.metrics.batch_rows
         ));
     });
 }
@@ -190,6 +190,13 @@ fn engine_panels(app: &ConsoleApp, ui: &mut egui::Ui) {
     }
     ui.separator();
     ui.heading("KV cache");
-    let (used, slots) = (app.metrics.kv_used, app.metrics.kv_slots.max(1));
-    ui.add(egui::ProgressBar::new(used as f32 / slots as f32).text(format!("{used} / {slots} positions (ring)")));
+    let m = &app.metrics;
+    let (used, total) = (m.kv_blocks_used, m.kv_blocks.max(1));
+    let text = format!("{used} / {total} blocks of {} positions", m.kv_block);
+    ui.add(egui::ProgressBar::new(used as f32 / total as f32).text(text));
+    let s = &m.summary;
+    ui.label(format!(
+        "TTFT P50 {:.0} ms, P99 {:.0} ms · inter-token P99 {:.1} ms · {:.1} tok/s",
+        s.ttft_ms.p50, s.ttft_ms.p99, s.itl_ms.p99, s.tokens_per_s
+    ));
 }

@@ -61,7 +61,8 @@ fn sending_a_message_streams_an_answer_and_feeds_the_panels() {
         assert_eq!(layers.len(), 2, "one bar per layer");
         assert!(layers.iter().all(|l| l.attention_ns > 0.0 && l.mlp_ns > 0.0));
     }
-    assert!(!app.queue_history.is_empty() && app.metrics.kv_used > 0);
+    assert!(!app.queue_history.is_empty() && app.metrics.kv_blocks > 0);
+    assert_eq!(app.metrics.summary.requests, 1, "the finished request is in the engine's metrics");
 }
 
 #[test]

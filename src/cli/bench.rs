@@ -34,6 +34,9 @@ enum BenchWhat {
     Kernels(KernelArgs),
     /// Prefill and decode speed of a whole model, at batch 1.
     E2e(E2eArgs),
+    /// Throughput and latency of many requests at once, for each concurrency (the golden
+    /// batch size).
+    BatchSweep(super::bench_sweep::SweepArgs),
 }
 
 /// A model file or a synthetic model (for `bench e2e` and `tune`).
@@ -147,6 +150,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     match &a.what {
         BenchWhat::Kernels(k) => kernels(k),
         BenchWhat::E2e(e) => e2e(e),
+        BenchWhat::BatchSweep(s) => super::bench_sweep::run(s),
     }
 }
 

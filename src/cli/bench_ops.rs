@@ -277,7 +277,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let o = gpu.storage("o", u64::from(heads.q_dim()) * 4)?;
             Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
             let plan = Plan::one_sequence(gpu, ctx, 1, ctx - 1, 0)?;
-            let b = AttnBuffers { step: &step, q: &q, k_cache: &kc, v_cache: &vc, o: &o, plan: &plan };
+            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, o: &o, plan: &plan };
             let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
             let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
             if attention_plain::workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
@@ -292,7 +292,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         let gamma = upload(gpu, "gamma", &random_f32(m.d as usize, 5))?;
         let y = gpu.storage("y", u64::from(m.d.max(m.inter)) * 8)?;
         // RMSNorm of one row.
-        let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &gamma, y: &y };
+        let norm_bufs = NormBuffers { x: &x, gamma: &gamma, y: &y };
         let norm = RmsNorm::new(gpu, m.d, 1e-6, NormRows::All, &norm_bufs)?;
         r.row("rmsnorm", m.name, format!("1x{}", m.d), u64::from(m.d) * 12, &|p| norm.record(p, 1))?;
         // The tensor-core prefill core's input rows: a prompt's hidden states, normalized, as f16.

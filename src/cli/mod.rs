@@ -1,7 +1,9 @@
 //! Subcommands of the `wginfer` binary.
 
+mod batch;
 mod bench;
 mod bench_ops;
+mod bench_sweep;
 mod chat;
 mod generate;
 mod info;
@@ -14,7 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
-use crate::kv::KvOptions;
+use crate::kv::{KvLayout, KvOptions};
 use crate::model::forward::ForwardOptions;
 use crate::ops::attention::DEFAULT_THRESHOLD;
 use crate::sampling::SamplingParams;
@@ -41,6 +43,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Find the fastest GEMV shapes for a model's weights on this adapter and cache them.
     Tune(tune::TuneArgs),
+    /// Run a file of requests (JSON lines) through the continuous batcher.
+    Batch(batch::BatchArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvArg {
+    Ring,
+    Paged,
 }
 
 /// Options shared by everything that loads a model.
@@ -53,12 +63,25 @@ pub struct ModelArgs {
     /// GPU adapter index (see `wginfer info`); WGPU_BACKEND=vulkan|gl|... limits the backends.
     #[arg(long)]
     pub adapter: Option<usize>,
-    /// Context length: positions the KV cache holds.
+    /// Context length: positions the KV cache holds for one sequence.
     #[arg(long, default_value_t = 4096)]
     pub context: u32,
-    /// Keep generating past a full context by overwriting the oldest positions.
+    /// Keep generating past a full context by overwriting the oldest positions (--kv ring).
     #[arg(long)]
     pub sliding_window: bool,
+    /// KV memory layout: `ring` (one slot of --context positions per sequence, allocated at
+    /// load; edge devices) or `paged` (a pool of --kv-block blocks shared by all sequences).
+    #[arg(long, value_enum, default_value_t = KvArg::Ring)]
+    pub kv: KvArg,
+    /// Sequences at once (ring: slots allocated at load; paged: most running sequences).
+    #[arg(long, default_value_t = 1)]
+    pub parallel: u32,
+    /// Positions per KV block (--kv paged).
+    #[arg(long, default_value_t = 16)]
+    pub kv_block: u32,
+    /// MiB of KV memory for the paged pool (default: --parallel sequences of --context).
+    #[arg(long)]
+    pub kv_memory: Option<u64>,
     /// Contexts longer than this use the flash attention kernel.
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub attn_threshold: u32,
@@ -84,7 +107,18 @@ impl ModelArgs {
         EngineOptions {
             gpu: GpuOptions { adapter: self.adapter, ..Default::default() },
             forward: ForwardOptions {
-                kv: KvOptions { context: self.context, sliding_window: self.sliding_window, ..Default::default() },
+                kv: KvOptions {
+                    layout: match self.kv {
+                        KvArg::Ring => KvLayout::Ring,
+                        KvArg::Paged => KvLayout::Paged,
+                    },
+                    context: self.context,
+                    parallel: self.parallel,
+                    block: self.kv_block,
+                    blocks: None,
+                    memory: self.kv_memory.map(|mib| mib << 20),
+                    sliding_window: self.sliding_window,
+                },
                 attn_threshold: self.attn_threshold,
                 profile: self.profile,
                 ..Default::default()
@@ -134,6 +168,7 @@ pub fn run() -> Result<()> {
         Command::Info(a) => info::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Tune(a) => tune::run(&a),
+        Command::Batch(a) => batch::run(&a),
     }
 }
 

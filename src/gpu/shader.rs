@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 const FILES: &[(&str, &str)] = &[
     ("lib/common", include_str!("../../shaders/lib/common.wgsl")),
     ("lib/plan", include_str!("../../shaders/lib/plan.wgsl")),
+    ("lib/norm_rows_all", include_str!("../../shaders/lib/norm_rows_all.wgsl")),
+    ("lib/norm_rows_gather", include_str!("../../shaders/lib/norm_rows_gather.wgsl")),
     ("lib/weight_f32", include_str!("../../shaders/lib/weight_f32.wgsl")),
     ("lib/weight_f16", include_str!("../../shaders/lib/weight_f16.wgsl")),
     ("lib/weight_q8_0", include_str!("../../shaders/lib/weight_q8_0.wgsl")),

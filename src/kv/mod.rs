@@ -5,9 +5,13 @@
 //!   (`--parallel` slots); a sequence's positions wrap around in its block, which is the
 //!   sliding window when it is allowed.
 //! - paged (servers): a pool of small blocks (`--kv-block`, 16 positions) handed to sequences
-//!   as they grow and returned the moment they end.
+//!   as they grow and returned the moment they end; full blocks are shared by sequences whose
+//!   tokens up to them are the same (`prefix.rs`), so a shared prefix runs once.
 
+mod prefix;
 mod sequence;
+
+use std::collections::VecDeque;
 
 use anyhow::{bail, ensure, Result};
 
@@ -32,26 +36,39 @@ pub struct KvOptions {
     pub parallel: u32,
     /// Positions per block (paged).
     pub block: u32,
-    /// Blocks in the pool (paged); `None`: enough for `parallel` sequences of `context`.
+    /// Blocks in the pool (paged); `None`: from `memory`, else enough for `parallel` sequences
+    /// of `context`.
     pub blocks: Option<u32>,
+    /// Bytes of K and V memory over all layers (paged), when `blocks` is not given.
+    pub memory: Option<u64>,
     /// Ring: overwrite a sequence's oldest positions when its context is full instead of stopping.
     pub sliding_window: bool,
 }
 
 impl Default for KvOptions {
     fn default() -> Self {
-        KvOptions { layout: KvLayout::Ring, context: 4096, parallel: 1, block: 16, blocks: None, sliding_window: false }
+        KvOptions {
+            layout: KvLayout::Ring,
+            context: 4096,
+            parallel: 1,
+            block: 16,
+            blocks: None,
+            memory: None,
+            sliding_window: false,
+        }
     }
 }
 
 impl KvOptions {
-    /// (positions per block, blocks in the memory, most blocks one sequence holds).
-    fn geometry(&self) -> (u32, u32, u32) {
+    /// (positions per block, blocks in the memory, most blocks one sequence holds), for a
+    /// model whose K and V of one position take `position_bytes` over all layers.
+    fn geometry(&self, position_bytes: u64) -> (u32, u32, u32) {
         match self.layout {
             KvLayout::Ring => (self.context, self.parallel, 1),
             KvLayout::Paged => {
                 let per_seq = self.context.div_ceil(self.block);
-                (self.block, self.blocks.unwrap_or(per_seq * self.parallel), per_seq)
+                let from_memory = self.memory.map(|m| (m / (position_bytes * u64::from(self.block))) as u32);
+                (self.block, self.blocks.or(from_memory).unwrap_or(per_seq * self.parallel), per_seq)
             }
         }
     }
@@ -66,8 +83,11 @@ pub struct KvCache {
     pub n_blocks: u32,
     /// Most blocks one sequence holds.
     pub max_blocks: u32,
-    free: Vec<u32>,
+    /// Blocks no sequence holds, least recently released first (the first to be reused, so
+    /// indexed prefixes live as long as the pool allows).
+    free: VecDeque<u32>,
     refs: Vec<u32>,
+    prefixes: prefix::PrefixIndex,
 }
 
 impl KvCache {
@@ -78,7 +98,7 @@ impl KvCache {
             !(opts.sliding_window && opts.layout == KvLayout::Paged),
             "a sliding window needs --kv ring (each sequence's positions wrap in its own slot)"
         );
-        let (block, n_blocks, max_blocks) = opts.geometry();
+        let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * 4 * n_layers as u64);
         ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
         let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * 4;
         if bytes > gpu.caps.max_binding {
@@ -90,9 +110,9 @@ impl KvCache {
         let layers = (0..n_layers)
             .map(|_| Ok((gpu.storage("k_cache", bytes)?, gpu.storage("v_cache", bytes)?)))
             .collect::<Result<_>>()?;
-        // Handed out lowest first.
-        let free = (0..n_blocks).rev().collect();
-        Ok(KvCache { opts, layers, block, n_blocks, max_blocks, free, refs: vec![0; n_blocks as usize] })
+        let free = (0..n_blocks).collect();
+        let refs = vec![0; n_blocks as usize];
+        Ok(KvCache { opts, layers, block, n_blocks, max_blocks, free, refs, prefixes: Default::default() })
     }
 
     /// Blocks not held by any sequence.
@@ -120,7 +140,7 @@ impl KvCache {
         for b in seq.blocks.drain(..) {
             self.refs[b as usize] -= 1;
             if self.refs[b as usize] == 0 {
-                self.free.push(b);
+                self.free.push_back(b);
             }
         }
         seq.reset();
@@ -157,9 +177,49 @@ impl KvCache {
     }
 
     fn take(&mut self) -> Option<u32> {
-        let b = self.free.pop()?;
+        let b = self.free.pop_front()?;
+        self.prefixes.forget(b);
         self.refs[b as usize] = 1;
         Some(b)
+    }
+
+    /// Gives an empty paged sequence the indexed blocks that hold the longest whole-block
+    /// prefix of `tokens` (leaving at least one token to run); returns the positions shared.
+    pub fn share_prefix(&mut self, seq: &mut SeqKv, tokens: &[u32]) -> u32 {
+        if self.opts.layout != KvLayout::Paged || !seq.is_empty() {
+            return 0;
+        }
+        let block = self.block as usize;
+        let whole = tokens.len().saturating_sub(1) / block;
+        for chunk in tokens.chunks(block).take(whole) {
+            let key = prefix::key(seq.prefix_key, chunk);
+            let Some(b) = self.prefixes.get(key) else { break };
+            if self.refs[b as usize] == 0 {
+                self.free.retain(|&f| f != b);
+            }
+            self.refs[b as usize] += 1;
+            seq.blocks.push(b);
+            seq.prefix_key = key;
+            seq.indexed += 1;
+            seq.advance(self.block);
+        }
+        seq.len()
+    }
+
+    /// Indexes the blocks of a paged `seq` that are full since the last call; `token(i)` is its
+    /// i-th token.
+    pub fn index_full_blocks(&mut self, seq: &mut SeqKv, token: impl Fn(usize) -> u32) {
+        if self.opts.layout != KvLayout::Paged {
+            return;
+        }
+        let block = self.block as usize;
+        while (seq.indexed as usize + 1) * block <= seq.len() as usize {
+            let i = seq.indexed as usize;
+            let tokens: Vec<u32> = (i * block..(i + 1) * block).map(&token).collect();
+            seq.prefix_key = prefix::key(seq.prefix_key, &tokens);
+            self.prefixes.insert(seq.prefix_key, seq.blocks[i]);
+            seq.indexed += 1;
+        }
     }
 }
 

@@ -8,6 +8,9 @@ pub struct SeqKv {
     /// Positions written so far (the next token's position); positions keep counting (RoPE)
     /// when a ring wraps.
     len: u32,
+    /// Leading blocks indexed by their prefix (paged), and the key of the last one.
+    pub(super) indexed: u32,
+    pub(super) prefix_key: u64,
 }
 
 impl SeqKv {
@@ -34,6 +37,8 @@ impl SeqKv {
     /// Forgets every position; the blocks stay held.
     pub fn reset(&mut self) {
         self.len = 0;
+        self.indexed = 0;
+        self.prefix_key = 0;
     }
 
     /// Keeps the first `pos` positions (a shared chat prefix), if they are still held: a

@@ -205,7 +205,7 @@ impl Forward {
                 plan: &plan,
                 norm: Some(InputNorm { weight: &w.attn_norm, eps }),
             };
-            let attn_bufs = AttnBuffers { step: &step, q: &q, k_cache: kc, v_cache: vc, o: &o, plan: &plan };
+            let attn_bufs = AttnBuffers { q: &q, k_cache: kc, v_cache: vc, o: &o, plan: &plan };
             let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
             layers.push(LayerOps {
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
@@ -216,7 +216,7 @@ impl Forward {
             });
         }
         let profiler = if opts.profile { Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))? } else { None };
-        let norm_bufs = NormBuffers { step: &step, x: &x, gamma: &weights.final_norm, y: &xn };
+        let norm_bufs = NormBuffers { x: &x, gamma: &weights.final_norm, y: &xn };
         let vocab = cfg.vocab as u32;
         Ok(Forward {
             embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x)?,

@@ -26,7 +26,6 @@ pub fn head_defs(h: &HeadShape, plan: &PlanLayout, wg_threads: u32) -> Defs {
 }
 
 pub struct AttnBuffers<'a> {
-    pub step: &'a wgpu::Buffer,
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
@@ -36,9 +35,9 @@ pub struct AttnBuffers<'a> {
 }
 
 impl AttnBuffers<'_> {
-    /// Bindings 0-4; the plan is bound after the kernel's own buffers.
+    /// Bindings 0-4 of both kernels.
     pub fn list(&self) -> [&wgpu::Buffer; 5] {
-        [self.step, self.q, self.k_cache, self.v_cache, self.o]
+        [self.q, self.k_cache, self.v_cache, self.o, &self.plan.buffer]
     }
 }
 

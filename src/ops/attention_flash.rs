@@ -31,8 +31,8 @@ impl AttentionFlash {
         // zeroed at creation and re-zeroed by the last split of each step.
         let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;
         let partials = gpu.storage("attention partials", u64::from(words) * 4)?;
-        let [step, q, kc, vc, o] = b.list();
-        let bound = k.bind(gpu, &[step, q, kc, vc, o, &partials, &b.plan.buffer]);
+        let [q, kc, vc, o, plan] = b.list();
+        let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
         Ok(AttentionFlash { bound, n_heads: h.n_heads })
     }
 

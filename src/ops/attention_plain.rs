@@ -45,8 +45,7 @@ impl AttentionPlain {
     pub fn new(gpu: &Gpu, h: &HeadShape, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
         let source = source(h, &b.plan.layout, max_len, score_lanes(&gpu.caps, h.head_dim));
         let k = Kernel::get(gpu, "attention_plain", source)?;
-        let [step, q, kc, vc, o] = b.list();
-        Ok(AttentionPlain(k.bind(gpu, &[step, q, kc, vc, o, &b.plan.buffer])))
+        Ok(AttentionPlain(k.bind(gpu, &b.list())))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {

@@ -20,16 +20,14 @@ pub enum NormRows<'a> {
 /// The kernel over every row, or gathering the output rows of plans laid out as `gather`.
 pub fn source(d: u32, eps: f32, gather: Option<&PlanLayout>) -> String {
     let defs = Defs::new().u32("D", d).f32("EPS", eps).u32("WG_THREADS", WG_THREADS);
-    let defs = match gather {
-        None => defs.bool("GATHER", false),
-        Some(layout) => layout.defs(defs.bool("GATHER", true)),
-    };
-    assemble("rmsnorm", &defs, &["lib/reduce"])
+    match gather {
+        None => assemble("rmsnorm", &defs, &["lib/reduce", "lib/norm_rows_all"]),
+        Some(layout) => assemble("rmsnorm", &layout.defs(defs), &["lib/reduce", "lib/norm_rows_gather"]),
+    }
 }
 
 /// What an `RmsNorm` reads and writes.
 pub struct NormBuffers<'a> {
-    pub step: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
     pub gamma: &'a wgpu::Buffer,
     pub y: &'a wgpu::Buffer,
@@ -45,7 +43,7 @@ impl RmsNorm {
             NormRows::Outputs(plan) => Some(&plan.layout),
         };
         let k = Kernel::get(gpu, "rmsnorm", source(d, eps, gather))?;
-        let mut buffers = vec![b.step, b.x, b.gamma, b.y];
+        let mut buffers = vec![b.x, b.gamma, b.y];
         if let NormRows::Outputs(plan) = rows {
             buffers.push(&plan.buffer);
         }

@@ -47,6 +47,7 @@ pub struct Batcher {
     running: Vec<Sequence>,
     admissions: u64,
     eos: Vec<u32>,
+    vocab: usize,
     pub metrics: Recorder,
     /// Rows of the last step.
     pub last_rows: u32,
@@ -70,6 +71,7 @@ impl Batcher {
             running: Vec::new(),
             admissions: 0,
             eos: engine.eos_ids(),
+            vocab: engine.forward.cfg.vocab,
             metrics: Recorder::default(),
             last_rows: 0,
         }
@@ -86,6 +88,11 @@ impl Batcher {
 
     pub fn running(&self) -> usize {
         self.running.len()
+    }
+
+    /// Every request waiting or running.
+    pub fn ids(&self) -> Vec<u64> {
+        self.waiting.iter().chain(&self.running).map(|s| s.req.id).collect()
     }
 
     pub fn is_idle(&self) -> bool {
@@ -134,6 +141,9 @@ impl Batcher {
         for p in &parts {
             let seq = &mut self.running[p.seq];
             seq.kv.advance(p.rows);
+            let (prompt, output) = (&seq.req.prompt_ids, &seq.output);
+            let token = |i: usize| if i < prompt.len() { prompt[i] } else { output[i - prompt.len()] };
+            engine.forward.kv.index_full_blocks(&mut seq.kv, token);
             if seq.pending() > 0 {
                 continue;
             }
@@ -190,29 +200,59 @@ impl Batcher {
         (if aged { Priority::Interactive } else { s.req.priority }, s.arrived)
     }
 
+    /// Why a request cannot run at all, if it cannot.
+    fn refusal(&self, s: &Sequence, kv: &crate::kv::KvOptions) -> Option<String> {
+        let (len, context) = (s.len(), kv.context as usize);
+        if s.req.prompt_ids.is_empty() {
+            Some("the prompt is empty".into())
+        } else if let Some(bad) = s.req.prompt_ids.iter().find(|&&t| t as usize >= self.vocab) {
+            Some(format!("token id {bad} is out of range for the vocabulary of {} tokens", self.vocab))
+        } else if len > context && !kv.sliding_window {
+            Some(format!("{len} tokens do not fit the context of {context} tokens"))
+        } else {
+            None
+        }
+    }
+
     /// Moves waiting sequences into the running set while a slot (ring) or the memory for
-    /// their tokens so far (paged) is free.
+    /// their tokens so far (paged) is free. An interactive request that does not fit takes the
+    /// place of the latest admitted background sequence, which waits again.
     fn admit(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) {
         let now = Instant::now();
         let kv = &mut engine.forward.kv;
-        while !self.waiting.is_empty() && self.running.len() < kv.opts.parallel as usize {
+        while !self.waiting.is_empty() {
             let best = (0..self.waiting.len()).min_by_key(|&i| self.admission_key(&self.waiting[i], now)).unwrap();
-            let (len, context) = (self.waiting[best].len(), kv.opts.context as usize);
-            if self.waiting[best].req.prompt_ids.is_empty() || (len > context && !kv.opts.sliding_window) {
+            if let Some(error) = self.refusal(&self.waiting[best], &kv.opts) {
                 let seq = self.waiting.remove(best);
-                let error = match len {
-                    0 => format!("request {}: the prompt is empty", seq.req.id),
-                    _ => format!("request {}: {len} tokens do not fit the context of {context} tokens", seq.req.id),
-                };
-                events.push(SeqEvent::Failed { id: seq.req.id, error });
+                events.push(SeqEvent::Failed { id: seq.req.id, error: format!("request {}: {error}", seq.req.id) });
                 continue;
             }
-            if kv.opts.layout == KvLayout::Paged && (len as u32).div_ceil(kv.block) + 1 > kv.free_blocks() {
-                break;
+            let need = match kv.opts.layout {
+                KvLayout::Ring => 1,
+                KvLayout::Paged => (self.waiting[best].len() as u32).div_ceil(kv.block) + 1,
+            };
+            if self.running.len() >= kv.opts.parallel as usize || need > kv.free_blocks() {
+                let urgent = self.admission_key(&self.waiting[best], now).0 == Priority::Interactive;
+                let background = (0..self.running.len())
+                    .filter(|&i| self.running[i].req.priority == Priority::Background)
+                    .max_by_key(|&i| self.running[i].admission);
+                match background.filter(|_| urgent) {
+                    Some(i) => {
+                        let mut seq = self.running.remove(i);
+                        kv.release(&mut seq.kv);
+                        seq.stats.preemptions += 1;
+                        self.waiting.push(seq);
+                        continue;
+                    }
+                    None => break,
+                }
             }
-            let Some(blocks) = kv.admit() else { break };
+            let blocks = kv.admit().expect("a free block was counted");
             let mut seq = self.waiting.remove(best);
             seq.kv = blocks;
+            // A prompt starting with indexed blocks takes them instead of running them.
+            let tokens: Vec<u32> = (0..seq.len()).map(|i| seq.token(i)).collect();
+            seq.stats.prefix_hit_tokens += kv.share_prefix(&mut seq.kv, &tokens) as usize;
             seq.admitted.get_or_insert(now);
             self.admissions += 1;
             seq.admission = self.admissions;

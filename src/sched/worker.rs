@@ -1,23 +1,24 @@
-//! The engine thread. It owns the `Engine`, keeps the waiting requests, runs one at a time
-//! (interactive before background; a running background request yields to a waiting
-//! interactive one between tokens and resumes later), and reports tokens and metrics.
+//! The engine thread. It owns the `Engine` and a continuous batcher: requests (chat messages)
+//! are tokenized as they arrive and joined to the running batch at the next step; every step
+//! streams each request's new text, and metrics follow. Interactive requests are admitted and
+//! planned first (`batch.rs`); a cancelled request frees its memory at once.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::engine::{Engine, EngineOptions, Finish, Request};
+use super::batch::{BatchOptions, Batcher, SeqEvent};
+use super::metrics::Summary;
+use super::sequence::{SeqRequest, SeqStats};
+use super::Priority;
+use crate::engine::{Engine, EngineOptions, Finish};
 use crate::gpu::profiler::Timing;
-use crate::model::forward::Forward;
 use crate::ops::attention::AttnKind;
 use crate::sampling::SamplingParams;
 use crate::tokenizer::{Message, StreamDecoder};
-
-use super::Priority;
 
 #[derive(Clone, Debug)]
 pub struct GenRequest {
@@ -29,7 +30,8 @@ pub struct GenRequest {
 }
 
 pub enum Command {
-    /// Load a model (the current one keeps serving if this fails).
+    /// Load a model (the current one keeps serving if this fails); applied once the running
+    /// requests have finished.
     Load(PathBuf, Box<EngineOptions>),
     Submit(GenRequest),
     /// Stop a request, waiting or running.
@@ -49,13 +51,34 @@ pub struct RequestStats {
     pub finish: Finish,
 }
 
+impl RequestStats {
+    fn from(s: &SeqStats) -> RequestStats {
+        let decode_ms: f64 = s.itl_ms.iter().sum();
+        RequestStats {
+            id: s.id,
+            priority: s.priority,
+            queued_ms: s.queued_ms,
+            ttft_ms: s.ttft_ms,
+            decode_tok_s: if decode_ms > 0.0 { s.itl_ms.len() as f64 / decode_ms * 1e3 } else { 0.0 },
+            tokens: s.tokens,
+            finish: s.finish,
+        }
+    }
+}
+
 /// A snapshot of the engine after a step.
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
     pub waiting: usize,
     pub running: usize,
-    pub kv_used: u32,
-    pub kv_slots: u32,
+    /// Rows (tokens) of the last step, of every running sequence.
+    pub batch_rows: u32,
+    /// KV blocks held by sequences, and all of them; positions per block.
+    pub kv_blocks_used: u32,
+    pub kv_blocks: u32,
+    pub kv_block: u32,
+    /// Engine-wide TTFT, inter-token and request latency percentiles, throughput.
+    pub summary: Summary,
     /// GPU time per dispatch of the last step; empty without timestamp queries.
     pub timings: Vec<Timing>,
     pub attention: Option<AttnKind>,
@@ -96,8 +119,8 @@ impl Worker {
                     commands,
                     events: events_tx,
                     wake: Box::new(wake),
-                    engine: None,
-                    waiting: VecDeque::new(),
+                    model: None,
+                    streams: HashMap::new(),
                     deferred: Vec::new(),
                 }
                 .run()
@@ -120,53 +143,52 @@ impl Drop for Worker {
     }
 }
 
-struct Waiting {
-    req: GenRequest,
-    since: Instant,
-    /// Text already streamed before the request yielded to an interactive one.
-    resumed: Option<Vec<u32>>,
-}
-
 struct EngineThread {
     commands: Receiver<Command>,
     events: Sender<Event>,
     wake: Box<dyn Fn() + Send>,
-    engine: Option<Engine>,
-    waiting: VecDeque<Waiting>,
-    /// Model loads that arrived during a generation, applied after it.
+    model: Option<(Engine, Batcher)>,
+    /// The text decoder of each request that has produced a token.
+    streams: HashMap<u64, StreamDecoder>,
+    /// Model loads that arrived while requests ran, applied when none is left.
     deferred: Vec<Command>,
-}
-
-/// What happened to the running request while commands were read.
-enum Interrupt {
-    None,
-    Cancelled,
-    Yield,
-    Shutdown,
 }
 
 impl EngineThread {
     fn run(mut self) {
         loop {
-            // Block only when idle.
-            let cmd = if self.waiting.is_empty() || self.engine.is_none() {
-                match self.commands.recv() {
-                    Ok(c) => Some(c),
-                    Err(_) => return,
-                }
-            } else {
-                None
+            let busy = self.busy();
+            // Block only when idle; otherwise take what has arrived and run a step.
+            let next = match busy {
+                false => self.commands.recv().map_err(|_| TryRecvError::Disconnected),
+                true => self.commands.try_recv(),
             };
-            if let Some(c) = cmd {
-                if !self.handle(c, None).1 {
-                    return;
+            match next {
+                Ok(c) => {
+                    if !self.handle(c) {
+                        return;
+                    }
+                    continue;
                 }
-                continue;
+                Err(TryRecvError::Disconnected) if !busy => return,
+                Err(_) => {}
             }
-            if !self.run_next() {
-                return;
+            if busy {
+                if let Err(e) = self.step() {
+                    self.fail_all(&format!("{e:#}"));
+                }
+            }
+            if !self.busy() {
+                for c in std::mem::take(&mut self.deferred) {
+                    self.handle(c);
+                }
             }
         }
+    }
+
+    /// Whether requests are waiting or running.
+    fn busy(&self) -> bool {
+        self.model.as_ref().is_some_and(|(_, b)| !b.is_idle())
     }
 
     fn emit(&self, e: Event) {
@@ -174,155 +196,125 @@ impl EngineThread {
         (self.wake)();
     }
 
-    /// Applies a command; returns (what it means for `running`, keep going).
-    fn handle(&mut self, c: Command, running: Option<(u64, Priority)>) -> (Interrupt, bool) {
+    /// Applies a command; false when the thread should end.
+    fn handle(&mut self, c: Command) -> bool {
         match c {
-            Command::Load(..) if running.is_some() => {
-                self.deferred.push(c);
-                (Interrupt::None, true)
-            }
+            Command::Load(..) if self.busy() => self.deferred.push(c),
             Command::Load(path, opts) => {
                 self.emit(Event::Loading(path.clone()));
-                // The old model keeps serving until the new one has loaded.
                 match Engine::load(&path, &opts) {
-                    Ok(e) => {
+                    Ok(mut e) => {
                         let description = describe(&e);
-                        self.engine = Some(e);
+                        let b = Batcher::new(&mut e, BatchOptions::default());
+                        self.model = Some((e, b));
                         self.emit(Event::Loaded { path, description });
                     }
                     Err(err) => self.emit(Event::LoadFailed { path, error: format!("{err:#}") }),
                 }
-                self.send_metrics(0);
-                (Interrupt::None, true)
+                self.send_metrics();
             }
             Command::Submit(req) => {
-                let yield_now =
-                    running.is_some_and(|(_, p)| p == Priority::Background) && req.priority == Priority::Interactive;
-                self.waiting.push_back(Waiting { req, since: Instant::now(), resumed: None });
-                self.send_metrics(usize::from(running.is_some()));
-                (if yield_now { Interrupt::Yield } else { Interrupt::None }, true)
+                if let Err(e) = self.submit(&req) {
+                    self.emit(Event::Failed { id: req.id, error: format!("{e:#}") });
+                }
+                self.send_metrics();
             }
             Command::Cancel(id) => {
-                if running.is_some_and(|(r, _)| r == id) {
-                    return (Interrupt::Cancelled, true);
-                }
-                self.waiting.retain(|w| w.req.id != id);
-                (Interrupt::None, true)
-            }
-            Command::Shutdown => (Interrupt::Shutdown, false),
-        }
-    }
-
-    fn send_metrics(&self, running: usize) {
-        let engine = self.engine.as_ref().map(|e| (&e.forward, e.position()));
-        self.emit(Event::Metrics(self.metrics(engine, running)));
-    }
-
-    /// Metrics with the forward pass and the positions the stream holds, when a model is loaded.
-    fn metrics(&self, engine: Option<(&Forward, u32)>, running: usize) -> Metrics {
-        let mut m = Metrics { waiting: self.waiting.len(), running, ..Default::default() };
-        if let Some((f, positions)) = engine {
-            m.kv_used = positions.min(f.kv.opts.context);
-            m.kv_slots = f.kv.n_blocks * f.kv.block;
-            m.timings = f.timings.clone();
-            m.attention = Some(f.last_attention);
-            m.timestamps = f.profiling();
-        }
-        m
-    }
-
-    /// Runs the most urgent waiting request; false when the thread should end.
-    fn run_next(&mut self) -> bool {
-        let Some(i) = (0..self.waiting.len()).min_by_key(|&i| (self.waiting[i].req.priority, i)) else {
-            return true;
-        };
-        let w = self.waiting.remove(i).expect("index from the queue");
-        let id = w.req.id;
-        let keep_going = match self.generate(w) {
-            Ok(keep_going) => keep_going,
-            Err(e) => {
-                self.emit(Event::Failed { id, error: format!("{e:#}") });
-                true
-            }
-        };
-        let deferred = std::mem::take(&mut self.deferred);
-        deferred.into_iter().fold(keep_going, |k, c| self.handle(c, None).1 && k)
-    }
-
-    fn generate(&mut self, w: Waiting) -> Result<bool> {
-        let queued_ms = w.since.elapsed().as_secs_f64() * 1e3;
-        let engine = self.engine.as_mut().context("no model is loaded")?;
-        let tok = engine.tokenizer.take().context("the model has no tokenizer")?;
-        let prompt = tok.encode_chat(&w.req.messages);
-        engine.tokenizer = Some(tok);
-        let mut prompt = prompt?;
-        let done_before = w.resumed.clone().unwrap_or_default();
-        prompt.extend(&done_before);
-        if w.resumed.is_none() {
-            self.emit(Event::Started { id: w.req.id });
-        }
-        let req = Request {
-            prompt_ids: prompt,
-            max_tokens: w.req.max_tokens.saturating_sub(done_before.len()),
-            sampling: w.req.sampling.clone(),
-            stop_at_eos: true,
-        };
-        let mut stream = StreamDecoder::default();
-        let mut generated = done_before.clone();
-        let mut interrupt = Interrupt::None;
-        let mut keep_going = true;
-        // The callback runs between tokens: stream the text, read commands, publish metrics.
-        let mut engine = self.engine.take().expect("checked above");
-        let result = {
-            let tok = engine.tokenizer.take().expect("checked above");
-            let r = engine.generate_observed(&req, |token, forward| {
-                generated.push(token);
-                if let Ok(Some(text)) = stream.push(&tok, token) {
-                    self.emit(Event::Token { id: w.req.id, text });
-                }
-                let positions = (req.prompt_ids.len() + generated.len() - done_before.len()) as u32;
-                self.emit(Event::Metrics(self.metrics(Some((forward, positions)), 1)));
-                loop {
-                    match self.commands.try_recv() {
-                        Ok(c) => {
-                            let (i, k) = self.handle(c, Some((w.req.id, w.req.priority)));
-                            keep_going &= k;
-                            if !matches!(i, Interrupt::None) {
-                                interrupt = i;
-                            }
-                        }
-                        Err(TryRecvError::Empty) => break,
-                        Err(TryRecvError::Disconnected) => {
-                            interrupt = Interrupt::Shutdown;
-                            keep_going = false;
-                            break;
-                        }
+                if let Some((e, b)) = self.model.as_mut() {
+                    if let Some(s) = b.cancel(e, id) {
+                        self.streams.remove(&id);
+                        self.emit(Event::Finished(RequestStats::from(&s)));
                     }
                 }
-                matches!(interrupt, Interrupt::None)
-            });
-            engine.tokenizer = Some(tok);
-            r
-        };
-        self.engine = Some(engine);
-        self.send_metrics(1);
-        let g = result?;
-        if matches!(interrupt, Interrupt::Yield) && g.finish == Finish::Stopped {
-            // Back in the queue with what it has so far; interactive work goes first.
-            self.waiting.push_front(Waiting { req: w.req, since: Instant::now(), resumed: Some(generated) });
-            return Ok(keep_going);
+                self.send_metrics();
+            }
+            Command::Shutdown => return false,
         }
-        self.emit(Event::Finished(RequestStats {
-            id: w.req.id,
-            priority: w.req.priority,
-            queued_ms,
-            ttft_ms: g.ttft_ms,
-            decode_tok_s: g.decode_tok_s,
-            tokens: generated.len(),
-            finish: g.finish,
-        }));
-        self.send_metrics(0);
-        Ok(keep_going)
+        true
+    }
+
+    fn submit(&mut self, req: &GenRequest) -> Result<()> {
+        let (engine, batcher) = self.model.as_mut().context("no model is loaded")?;
+        let tok = engine.tokenizer.as_ref().context("the model has no tokenizer")?;
+        let prompt_ids = tok.encode_chat(&req.messages)?;
+        batcher.submit(SeqRequest {
+            id: req.id,
+            prompt_ids,
+            max_tokens: req.max_tokens,
+            sampling: req.sampling.clone(),
+            stop_at_eos: true,
+            priority: req.priority,
+        });
+        Ok(())
+    }
+
+    /// One batcher step, its tokens streamed as text.
+    fn step(&mut self) -> Result<()> {
+        let (engine, batcher) = self.model.as_mut().expect("busy means loaded");
+        let events = batcher.step(engine)?;
+        let tok = engine.tokenizer.as_ref().context("the model has no tokenizer")?;
+        let mut out = Vec::new();
+        for ev in events {
+            match ev {
+                SeqEvent::Token { id, token } => {
+                    let stream = self.streams.entry(id).or_insert_with(|| {
+                        out.push(Event::Started { id });
+                        StreamDecoder::default()
+                    });
+                    if let Some(text) = stream.push(tok, token)? {
+                        out.push(Event::Token { id, text });
+                    }
+                }
+                SeqEvent::Finished(s) => {
+                    if let Some(stream) = self.streams.remove(&s.id) {
+                        let text = stream.finish(tok)?;
+                        if !text.is_empty() {
+                            out.push(Event::Token { id: s.id, text });
+                        }
+                    }
+                    out.push(Event::Finished(RequestStats::from(&s)));
+                }
+                SeqEvent::Failed { id, error } => out.push(Event::Failed { id, error }),
+            }
+        }
+        for e in out {
+            self.emit(e);
+        }
+        self.send_metrics();
+        Ok(())
+    }
+
+    /// A step failed on the GPU: every request ends with the error, the model stays loaded.
+    fn fail_all(&mut self, error: &str) {
+        let Some((engine, batcher)) = self.model.as_mut() else { return };
+        let ids = batcher.ids();
+        for &id in &ids {
+            batcher.cancel(engine, id);
+        }
+        for id in ids {
+            self.streams.remove(&id);
+            self.emit(Event::Failed { id, error: error.to_string() });
+        }
+    }
+
+    fn send_metrics(&self) {
+        let mut m = Metrics::default();
+        if let Some((e, b)) = &self.model {
+            let (f, kv) = (&e.forward, &e.forward.kv);
+            m = Metrics {
+                waiting: b.waiting(),
+                running: b.running(),
+                batch_rows: b.last_rows,
+                kv_blocks_used: kv.used_blocks(),
+                kv_blocks: kv.n_blocks,
+                kv_block: kv.block,
+                summary: b.metrics.summary(),
+                timings: f.timings.clone(),
+                attention: Some(f.last_attention),
+                timestamps: f.profiling(),
+            };
+        }
+        self.emit(Event::Metrics(m));
     }
 }
 

@@ -43,11 +43,10 @@ fn check(h: HeadShape, seqs: &[TestSeq], block: usize, n_blocks: usize) {
     let kc = random(n_blocks * block * kvn, 31);
     let vc = random(n_blocks * block * kvn, 32);
     let (qb, kb, vb, ob) = (upload(gpu, &q), upload(gpu, &kc), upload(gpu, &vc), zeros(gpu, rows * qn));
-    let sb = step(gpu, rows as u32);
     let plan = test_plan(gpu, seqs, block, &[]);
     let want = attention_ref(&q, &kc, &vc, &h, seqs, block);
     let context = seqs.iter().map(|s| (s.start + s.rows - s.lo) as u32).max().unwrap();
-    let bufs = AttnBuffers { step: &sb, q: &qb, k_cache: &kb, v_cache: &vb, o: &ob, plan: &plan };
+    let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, o: &ob, plan: &plan };
     let att = Attention::new(gpu, &h, context, &bufs).unwrap();
     assert_eq!(att.route(context), AttnKind::Plain);
     assert_eq!(att.route(context + 1), AttnKind::Flash);

@@ -7,8 +7,8 @@ fn rows_match_cpu() {
     let (rows, d) = (5, 300);
     let x: Vec<f32> = random(rows * d, 4).iter().map(|v| v * 30.0).collect();
     let g = random(d, 5);
-    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, rows * d), step(gpu, rows as u32));
-    let bufs = NormBuffers { step: &sb, x: &xb, gamma: &gb, y: &yb };
+    let (xb, gb, yb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, rows * d));
+    let bufs = NormBuffers { x: &xb, gamma: &gb, y: &yb };
     let k = RmsNorm::new(gpu, d as u32, 1e-6, NormRows::All, &bufs).unwrap();
     gpu.run_pass(|p| k.record(p, rows as u32)).unwrap();
     assert_close(&read(gpu, &yb, rows * d), &rmsnorm_ref(&x, &g, 1e-6), 1e-5, "rmsnorm");
@@ -22,9 +22,9 @@ fn output_rows_are_gathered_in_plan_order() {
     let x = random(rows * d, 6);
     let g = random(d, 7);
     let outs = [4u32, 0, 2];
-    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, outs.len() * d), step(gpu, rows as u32));
+    let (xb, gb, yb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, outs.len() * d));
     let plan = test_plan(gpu, &[TestSeq { rows, start: 0, lo: 0, blocks: vec![0] }], 16, &outs);
-    let bufs = NormBuffers { step: &sb, x: &xb, gamma: &gb, y: &yb };
+    let bufs = NormBuffers { x: &xb, gamma: &gb, y: &yb };
     let k = RmsNorm::new(gpu, d as u32, 1e-5, NormRows::Outputs(&plan), &bufs).unwrap();
     gpu.run_pass(|p| k.record(p, outs.len() as u32)).unwrap();
     let want: Vec<f32> = outs.iter().flat_map(|&r| rmsnorm_ref(&x[r as usize * d..][..d], &g, 1e-5)).collect();

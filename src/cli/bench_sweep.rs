@@ -1,0 +1,168 @@
+//! `wginfer bench batch-sweep`: the seed's golden-window probe. For each concurrency B, B
+//! clients each keep one request of fixed prompt and answer length in flight (closed loop)
+//! until a fixed number of requests is done, all through the continuous batcher; reports
+//! requests/s, total tokens/s, request latency P50/P99, inter-token latency P99, and
+//! eta = QPS * T1 / B (T1: one request's latency alone; 1.0 means batching cost nothing).
+//! The golden batch size is the largest B whose eta is within 10% of the best one's.
+
+use std::time::Instant;
+
+use anyhow::{ensure, Result};
+use clap::Args;
+use serde_json::json;
+
+use super::bench::ModelChoice;
+use crate::engine::EngineOptions;
+use crate::gpu::GpuOptions;
+use crate::kv::{KvLayout, KvOptions};
+use crate::model::forward::ForwardOptions;
+use crate::sampling::SamplingParams;
+use crate::sched::metrics::percentiles;
+use crate::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
+
+#[derive(Args, Debug)]
+pub(super) struct SweepArgs {
+    #[command(flatten)]
+    model: ModelChoice,
+    /// Concurrencies to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    batches: Vec<u32>,
+    /// Requests per concurrency (at least B).
+    #[arg(long, default_value_t = 64)]
+    requests: usize,
+    /// Prompt tokens per request.
+    #[arg(long, default_value_t = 128)]
+    prompt: usize,
+    /// Generated tokens per request.
+    #[arg(long, default_value_t = 128)]
+    answer: usize,
+    /// Most tokens in one step.
+    #[arg(long, default_value_t = 512)]
+    max_batch_tokens: u32,
+    #[arg(long)]
+    json: bool,
+    #[arg(long)]
+    adapter: Option<usize>,
+}
+
+/// One concurrency's results.
+struct Point {
+    b: u32,
+    requests: usize,
+    secs: f64,
+    tokens: usize,
+    latency_ms: Vec<f64>,
+    itl_ms: Vec<f64>,
+    rows_per_step: f64,
+}
+
+impl Point {
+    fn qps(&self) -> f64 {
+        self.requests as f64 / self.secs
+    }
+}
+
+pub(super) fn run(a: &SweepArgs) -> Result<()> {
+    ensure!(!a.batches.is_empty() && a.batches.iter().all(|&b| b > 0), "--batches must be positive");
+    let max_b = *a.batches.iter().max().expect("checked");
+    let context = (a.prompt + a.answer + 16) as u32;
+    let kv = KvOptions { layout: KvLayout::Paged, context, parallel: max_b, ..Default::default() };
+    let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(max_b), ..Default::default() };
+    let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
+    let (mut engine, label) = a.model.engine(&opts)?;
+    let vocab = engine.forward.cfg.vocab as u32;
+    let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
+    let prompt =
+        |i: usize| -> Vec<u32> { (0..a.prompt as u32).map(|j| (j * 7919 + i as u32 * 104_729 + 13) % vocab).collect() };
+    let mut run_at = |b: u32, requests: usize| -> Result<Point> {
+        let mut batcher = Batcher::new(&mut engine, batch);
+        let request = |i: usize| SeqRequest {
+            id: i as u64,
+            prompt_ids: prompt(i),
+            max_tokens: a.answer,
+            sampling: SamplingParams::default(),
+            stop_at_eos: false,
+            priority: Priority::Interactive,
+        };
+        let t0 = Instant::now();
+        let mut submitted = 0;
+        while submitted < (b as usize).min(requests) {
+            batcher.submit(request(submitted));
+            submitted += 1;
+        }
+        let (mut latency_ms, mut itl_ms, mut tokens, mut done) = (Vec::new(), Vec::new(), 0, 0);
+        while done < requests {
+            for ev in batcher.step(&mut engine)? {
+                match ev {
+                    SeqEvent::Finished(s) => {
+                        done += 1;
+                        tokens += s.tokens;
+                        latency_ms.push(s.total_ms);
+                        itl_ms.extend(s.itl_ms);
+                        // The client sends its next request at once.
+                        if submitted < requests {
+                            batcher.submit(request(submitted));
+                            submitted += 1;
+                        }
+                    }
+                    SeqEvent::Failed { id, error } => anyhow::bail!("request {id}: {error}"),
+                    SeqEvent::Token { .. } => {}
+                }
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let rows_per_step = batcher.metrics.summary().rows_per_step;
+        Ok(Point { b, requests, secs, tokens, latency_ms, itl_ms, rows_per_step })
+    };
+    // Warm-up (every pipeline compiled, clocks up), then T1: one request alone.
+    run_at(max_b.min(4), max_b.min(4) as usize)?;
+    let alone = run_at(1, 3)?;
+    let t1 = percentiles(&alone.latency_ms).p50 / 1e3;
+    let points: Vec<Point> = a.batches.iter().map(|&b| run_at(b, a.requests.max(b as usize))).collect::<Result<_>>()?;
+    let eta = |p: &Point| p.qps() * t1 / f64::from(p.b);
+    let best = points.iter().map(eta).fold(0.0, f64::max);
+    let golden = points.iter().filter(|p| eta(p) >= 0.9 * best).map(|p| p.b).max().unwrap_or(1);
+    if a.json {
+        for p in &points {
+            let (lat, itl) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms));
+            let v = json!({"model": label, "adapter": engine.gpu.info.name, "b": p.b, "requests": p.requests,
+                "prompt": a.prompt, "answer": a.answer, "requests_per_s": p.qps(), "tokens_per_s": p.tokens as f64 / p.secs,
+                "latency_p50_ms": lat.p50, "latency_p99_ms": lat.p99, "itl_p99_ms": itl.p99, "eta": eta(p),
+                "rows_per_step": p.rows_per_step, "golden": p.b == golden});
+            println!("{v}");
+        }
+        return Ok(());
+    }
+    println!(
+        "{label} on {}: {} prompt + {} generated tokens per request, T1 = {:.1} ms",
+        engine.gpu.info.name,
+        a.prompt,
+        a.answer,
+        t1 * 1e3
+    );
+    println!(
+        "{:>4} {:>9} {:>10} {:>12} {:>12} {:>12} {:>11} {:>6}",
+        "B", "req/s", "tok/s", "lat P50 ms", "lat P99 ms", "ITL P99 ms", "rows/step", "eta"
+    );
+    for p in &points {
+        let (lat, itl) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms));
+        println!(
+            "{:>4} {:>9.2} {:>10.0} {:>12.1} {:>12.1} {:>12.2} {:>11.1} {:>6.2}{}",
+            p.b,
+            p.qps(),
+            p.tokens as f64 / p.secs,
+            lat.p50,
+            lat.p99,
+            itl.p99,
+            p.rows_per_step,
+            eta(p),
+            if p.b == golden { "  <- golden" } else { "" }
+        );
+    }
+    let g = points.iter().find(|p| p.b == golden).expect("golden is one of the points");
+    println!(
+        "golden batch size: {golden} (eta within 10% of the best, request latency P99 {:.1} ms)",
+        percentiles(&g.latency_ms).p99
+    );
+    Ok(())
+}
