@@ -45,6 +45,7 @@ fn main(
     let kvh = h / (HQ / HKV);
     let pos = row_pos(t);
     let seq = row_seq(t);
+    let table = seq_table(seq);
     let lo = seq_kv_lo(seq);
     let n = pos + 1u - lo;
     let qo = (t * HQ + h) * D4;
@@ -63,7 +64,7 @@ fn main(
     for (var j0 = wg.z * per_split * WG_THREADS; j0 < j_end; j0 += WG_THREADS) {
         let j = j0 + lid;
         let valid = j < j_end;
-        let slot = kv_slot(seq, lo + min(j, j_end - 1u));
+        let slot = kv_slot_in(table, lo + min(j, j_end - 1u));
         let s = select(-3.0e38, score(slot, kvh, 0u), valid);
         let m_new = max(m, wg_max(lid, s));
         let w = select(0.0, exp(s - m_new), valid);

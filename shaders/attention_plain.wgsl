@@ -18,10 +18,10 @@
 var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<private> kv_lo: u32;
-var<private> seq: u32;
+var<private> table: vec2<u32>;
 
 fn slot_at(j: u32) -> u32 {
-    return kv_slot(seq, kv_lo + j);
+    return kv_slot_in(table, kv_lo + j);
 }
 
 fn w_at(j: u32) -> f32 {
@@ -34,7 +34,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let t = wg.y;
     let kvh = h / (HQ / HKV);
     let pos = row_pos(t);
-    seq = row_seq(t);
+    let seq = row_seq(t);
+    table = seq_table(seq);
     kv_lo = seq_kv_lo(seq);
     let n = pos + 1u - kv_lo;
     let qo = (t * HQ + h) * D4;

@@ -51,7 +51,8 @@ fn run_batch(
     let mut out: HashMap<u64, Vec<u32>> = HashMap::new();
     let mut stats = Vec::new();
     let mut step = 0;
-    while stats.len() < prompts.len() {
+    // Until every request has finished and no speculative step is left in flight.
+    while stats.len() < prompts.len() || !b.is_idle() {
         for (i, p) in prompts.iter().enumerate().filter(|(i, _)| arrivals[*i] == step) {
             b.submit(request(i as u64, p, max_tokens));
         }
@@ -146,7 +147,7 @@ fn many_requests_with_cancellations_give_all_memory_back() {
     let mut b = Batcher::new(&mut e, BatchOptions::default());
     let buffers = e.gpu.buffers_created();
     let (mut submitted, mut finished, mut step) = (0u64, 0u64, 0u64);
-    while finished < n {
+    while finished < n || !b.is_idle() {
         if submitted < n && step % 2 == 0 {
             for _ in 0..3.min(n - submitted) {
                 let len = 1 + (submitted * 37 % 60) as usize;

@@ -160,3 +160,52 @@ fn wginfer_shaders_replaces_embedded_shader_files() {
         "{err}"
     );
 }
+
+/// `wginfer batch` as a user runs it: the golden prompts (and a chat request) run together
+/// through the batcher give transformers' greedy ids, answers in input order, and a bad line
+/// is reported with its number while the others still run.
+#[test]
+fn batch_runs_a_file_of_requests_in_input_order() {
+    let name = "qwen2-f32";
+    let golden: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("golden.json")).unwrap()).unwrap();
+    let cases: Vec<&serde_json::Value> = golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["prompt_ids"].as_array().unwrap().len() <= 300)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("requests.jsonl");
+    let mut lines: Vec<String> = cases
+        .iter()
+        .map(|c| serde_json::json!({"prompt_ids": c["prompt_ids"], "max_tokens": 16, "temperature": 0}).to_string())
+        .collect();
+    lines.insert(2, r#"{"prompt": "hi", "max_tokns": 3}"#.to_string());
+    lines.push(
+        serde_json::json!({"messages": golden["chat"]["messages"], "max_tokens": 4, "priority": "background"})
+            .to_string(),
+    );
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let model = fixture(name);
+    let args = ["batch", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap()];
+    let out = wginfer().args(args).args(["--kv", "paged", "--parallel", "4", "--temperature", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 3") && err.contains("max_tokns"), "{err}");
+    let answers: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.len(), lines.len());
+    for (i, a) in answers.iter().enumerate() {
+        assert_eq!(a["index"], i, "input order");
+    }
+    assert!(answers[2]["error"].as_str().unwrap().contains("line 3"));
+    let ok: Vec<&serde_json::Value> = answers.iter().filter(|a| a.get("ids").is_some()).collect();
+    for (a, c) in ok.iter().zip(&cases) {
+        assert_eq!(a["ids"], c["greedy_ids"], "{} prompt tokens", c["prompt_ids"].as_array().unwrap().len());
+        assert_eq!(a["prompt_ids"], c["prompt_ids"]);
+    }
+    let chat = ok.last().unwrap();
+    assert_eq!(chat["prompt_ids"], golden["chat"]["ids"], "the chat template");
+    assert_eq!(chat["tokens"], 4);
+}

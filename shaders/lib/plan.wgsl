@@ -22,11 +22,19 @@ fn seq_kv_lo(s: u32) -> u32 {
     return plan[SEQS_AT + 4u * s];
 }
 
-// The KV-cache slot (row of K and V) of position pos of sequence s.
+// Where sequence s's block table starts in the plan, and its length (read once per kernel).
+fn seq_table(s: u32) -> vec2<u32> {
+    return vec2<u32>(TABLES_AT + plan[SEQS_AT + 4u * s + 1u], plan[SEQS_AT + 4u * s + 2u]);
+}
+
+// The KV-cache slot (row of K and V) of position pos of the sequence whose table is `table`.
+fn kv_slot_in(table: vec2<u32>, pos: u32) -> u32 {
+    return plan[table.x + (pos / BLOCK) % table.y] * BLOCK + pos % BLOCK;
+}
+
+// The KV-cache slot of position pos of sequence s.
 fn kv_slot(s: u32, pos: u32) -> u32 {
-    let table = plan[SEQS_AT + 4u * s + 1u];
-    let length = plan[SEQS_AT + 4u * s + 2u];
-    return plan[TABLES_AT + table + (pos / BLOCK) % length] * BLOCK + pos % BLOCK;
+    return kv_slot_in(seq_table(s), pos);
 }
 
 // The step row whose logits output i holds.

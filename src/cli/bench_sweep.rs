@@ -91,11 +91,13 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
             submitted += 1;
         }
         let (mut latency_ms, mut itl_ms, mut tokens, mut done) = (Vec::new(), Vec::new(), 0, 0);
-        while done < requests {
+        let mut last_finish = t0;
+        while done < requests || !batcher.is_idle() {
             for ev in batcher.step(&mut engine)? {
                 match ev {
                     SeqEvent::Finished(s) => {
                         done += 1;
+                        last_finish = Instant::now();
                         tokens += s.tokens;
                         latency_ms.push(s.total_ms);
                         itl_ms.extend(s.itl_ms);
@@ -110,7 +112,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
                 }
             }
         }
-        let secs = t0.elapsed().as_secs_f64();
+        let secs = last_finish.duration_since(t0).as_secs_f64();
         let rows_per_step = batcher.metrics.summary().rows_per_step;
         Ok(Point { b, requests, secs, tokens, latency_ms, itl_ms, rows_per_step })
     };

@@ -206,14 +206,14 @@ impl KvCache {
         seq.len()
     }
 
-    /// Indexes the blocks of a paged `seq` that are full since the last call; `token(i)` is its
-    /// i-th token.
-    pub fn index_full_blocks(&mut self, seq: &mut SeqKv, token: impl Fn(usize) -> u32) {
+    /// Indexes the blocks of a paged `seq` that are full since the last call and whose tokens
+    /// are all known (the first `known`); `token(i)` is its i-th token.
+    pub fn index_full_blocks(&mut self, seq: &mut SeqKv, known: usize, token: impl Fn(usize) -> u32) {
         if self.opts.layout != KvLayout::Paged {
             return;
         }
         let block = self.block as usize;
-        while (seq.indexed as usize + 1) * block <= seq.len() as usize {
+        while (seq.indexed as usize + 1) * block <= (seq.len() as usize).min(known) {
             let i = seq.indexed as usize;
             let tokens: Vec<u32> = (i * block..(i + 1) * block).map(&token).collect();
             seq.prefix_key = prefix::key(seq.prefix_key, &tokens);

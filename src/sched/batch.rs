@@ -6,6 +6,10 @@
 //! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
 //! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
 //! plan this builds (`Forward::submit`); what decides and what runs stay apart.
+//! Steps are pipelined: the next step is planned and submitted before the tokens of the one in
+//! flight are read, its decode rows fed on the GPU with the ids that step chooses, so the GPU
+//! runs steps back to back. A sequence that turns out to have ended (an end-of-sequence id)
+//! wasted one row of the next step, whose output for it is dropped.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +20,7 @@ use super::sequence::{SeqRequest, SeqStats, Sequence};
 use super::Priority;
 use crate::engine::{choice_for, Engine, Finish};
 use crate::kv::{KvLayout, Placement};
-use crate::model::forward::{Batch, Out};
+use crate::model::forward::{Batch, Choice, Out, PendingStep};
 use crate::ops::plan::{PlanRow, PlanSeq};
 
 #[derive(Clone, Copy, Debug)]
@@ -51,13 +55,29 @@ pub struct Batcher {
     pub metrics: Recorder,
     /// Rows of the last step.
     pub last_rows: u32,
+    in_flight: Option<InFlight>,
 }
 
-/// One sequence's part of a step: its index in `running`, rows, and where they land.
+/// One sequence's part of a step: its index in `running`, rows, and where they land; a
+/// `chosen` part is the one decode row whose id the step in flight chooses on the GPU.
 struct Part {
     seq: usize,
     rows: u32,
     place: Placement,
+    chosen: bool,
+}
+
+/// A submitted step whose tokens have not been read yet.
+struct InFlight {
+    pending: PendingStep,
+    /// The request each output row is for, and its preemption count then (a token for a
+    /// sequence preempted since is dropped), in output order.
+    outs: Vec<(u64, usize)>,
+    /// Its first `continuing` outputs are of sequences that go on after this token (unless it
+    /// ends them): the next step's first rows, fed with these ids on the GPU.
+    continuing: usize,
+    /// Every output is chosen on the GPU (none waits for the host's sampler).
+    on_gpu: bool,
 }
 
 impl Batcher {
@@ -74,6 +94,7 @@ impl Batcher {
             vocab: engine.forward.cfg.vocab,
             metrics: Recorder::default(),
             last_rows: 0,
+            in_flight: None,
         }
     }
 
@@ -96,7 +117,7 @@ impl Batcher {
     }
 
     pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty()
+        self.waiting.is_empty() && self.running.is_empty() && self.in_flight.is_none()
     }
 
     /// Stops a waiting or running request and frees its memory at once; its stats, if it was
@@ -110,44 +131,93 @@ impl Batcher {
         Some(self.record(seq.finish(Finish::Stopped)))
     }
 
-    /// Runs one step: admits what fits, plans the rows, runs them, and reports new tokens and
-    /// finished requests. Nothing to do: no step, no events.
+    /// Runs one step: admits what fits, plans and submits the next step, then reads the step
+    /// that was in flight and reports its new tokens and finished requests. Nothing to do: no
+    /// step, no events.
     pub fn step(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
         let mut events = Vec::new();
+        // Tokens the host samples (or a profiled step) must be read before the next is planned.
+        if self.in_flight.as_ref().is_some_and(|t| !t.on_gpu || engine.forward.profiling()) {
+            let t = self.in_flight.take().expect("checked");
+            self.read(engine, t, &mut events)?;
+        }
         self.admit(engine, &mut events);
-        let parts = self.plan(engine, &mut events);
+        let next = self.submit_next(engine, &mut events)?;
+        if let Some(t) = self.in_flight.take() {
+            self.read(engine, t, &mut events)?;
+        }
+        self.in_flight = next;
+        self.metrics.step(self.last_rows, &events);
+        Ok(events)
+    }
+
+    /// Plans the next step and submits it; `None` when no sequence has a row to run.
+    fn submit_next(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) -> Result<Option<InFlight>> {
+        let parts = self.plan(engine, events);
         self.last_rows = parts.iter().map(|p| p.rows).sum();
         if parts.is_empty() {
-            return Ok(events);
+            return Ok(None);
         }
-        let (mut ids, mut rows, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+        let kv = engine.forward.kv.opts;
+        let (mut ids, mut rows) = (Vec::new(), Vec::new());
+        // (output, request and preemptions, continues after its token), in part order.
+        let mut outs: Vec<(Out, (u64, usize), bool)> = Vec::new();
         for (k, p) in parts.iter().enumerate() {
             let seq = &self.running[p.seq];
             let from = seq.kv.len() as usize;
-            ids.extend((from..from + p.rows as usize).map(|i| seq.token(i)));
+            if !p.chosen {
+                ids.extend((from..from + p.rows as usize).map(|i| seq.token(i)));
+            }
             rows.extend((0..p.rows).map(|r| PlanRow { seq: k as u32, pos: p.place.start_pos + r }));
-            if from + p.rows as usize == seq.len() {
-                let choice = choice_for(&seq.req.sampling, seq.output.len() as u32);
-                outs.push(Out { row: rows.len() as u32 - 1, choice });
+            // A chosen row's token is the one in flight: this step makes the token after it.
+            let known = seq.output.len() + usize::from(p.chosen);
+            if p.chosen || from + p.rows as usize == seq.len() {
+                let choice = choice_for(&seq.req.sampling, known as u32);
+                let more = known + 1 < seq.req.max_tokens
+                    && (kv.sliding_window || seq.req.prompt_ids.len() + known + 1 < kv.context as usize);
+                let who = (seq.req.id, seq.stats.preemptions);
+                outs.push((Out { row: rows.len() as u32 - 1, choice }, who, more));
             }
         }
+        // Sequences that go on come first: their ids feed the next step's first rows.
+        outs.sort_by_key(|&(_, _, more)| !more);
+        let chosen = parts.iter().filter(|p| p.chosen).count() as u32;
         let seqs: Vec<PlanSeq> =
             parts.iter().map(|p| PlanSeq { kv_lo: p.place.kv_lo, blocks: &self.running[p.seq].kv.blocks }).collect();
-        let batch = Batch { chosen: 0, ids: &ids, rows: &rows, seqs: &seqs, outs: &outs };
-        let out = engine.forward.step(&engine.gpu, &batch)?;
+        let out_rows: Vec<Out> = outs.iter().map(|o| o.0).collect();
+        let batch = Batch { chosen, ids: &ids, rows: &rows, seqs: &seqs, outs: &out_rows };
+        let pending = engine.forward.submit(&engine.gpu, &batch)?;
         drop(seqs);
-        let mut results = out.ids.into_iter().zip(out.logits);
-        let mut done = Vec::new();
         for p in &parts {
             let seq = &mut self.running[p.seq];
             seq.kv.advance(p.rows);
-            let (prompt, output) = (&seq.req.prompt_ids, &seq.output);
-            let token = |i: usize| if i < prompt.len() { prompt[i] } else { output[i - prompt.len()] };
-            engine.forward.kv.index_full_blocks(&mut seq.kv, token);
-            if seq.pending() > 0 {
+            if p.chosen || seq.pending() == 0 {
+                seq.awaiting += 1;
+            }
+        }
+        Ok(Some(InFlight {
+            pending,
+            on_gpu: out_rows.iter().all(|o| o.choice != Choice::Logits),
+            continuing: outs.iter().filter(|o| o.2).count(),
+            outs: outs.iter().map(|o| o.1).collect(),
+        }))
+    }
+
+    /// Reads a step's tokens into its sequences; those that end are removed and give their
+    /// memory back. Outputs of sequences no longer awaiting one (cancelled, preempted, or ended
+    /// by the step before) are dropped.
+    fn read(&mut self, engine: &mut Engine, t: InFlight, events: &mut Vec<SeqEvent>) -> Result<()> {
+        let out = engine.forward.finish(&engine.gpu, t.pending)?;
+        let mut done = Vec::new();
+        for (&(request, epoch), (id, logits)) in t.outs.iter().zip(out.ids.into_iter().zip(out.logits)) {
+            let Some(i) = self.running.iter().position(|s| s.req.id == request && s.stats.preemptions == epoch) else {
+                continue;
+            };
+            let seq = &mut self.running[i];
+            if seq.awaiting == 0 {
                 continue;
             }
-            let (id, logits) = results.next().expect("an output per finished chunk");
+            seq.awaiting -= 1;
             let token = match logits {
                 Some(mut l) => {
                     let seen: Vec<u32> = (0..seq.len()).map(|i| seq.token(i)).collect();
@@ -156,9 +226,12 @@ impl Batcher {
                 None => id,
             };
             seq.push(token);
-            events.push(SeqEvent::Token { id: seq.req.id, token });
-            if let Some(finish) = self.finished(engine, p.seq) {
-                done.push((p.seq, finish));
+            events.push(SeqEvent::Token { id: request, token });
+            let (prompt, output) = (&seq.req.prompt_ids, &seq.output);
+            let token = |i: usize| if i < prompt.len() { prompt[i] } else { output[i - prompt.len()] };
+            engine.forward.kv.index_full_blocks(&mut seq.kv, seq.req.prompt_ids.len() + seq.output.len(), token);
+            if let Some(finish) = self.finished(engine, i) {
+                done.push((i, finish));
             }
         }
         // Highest index first, so the others keep theirs.
@@ -168,8 +241,7 @@ impl Batcher {
             engine.forward.kv.release(&mut seq.kv);
             events.push(SeqEvent::Finished(self.record(seq.finish(finish))));
         }
-        self.metrics.step(self.last_rows, &events);
-        Ok(events)
+        Ok(())
     }
 
     /// Why running sequence `i` ends after its newest token, if it does.
@@ -240,6 +312,7 @@ impl Batcher {
                     Some(i) => {
                         let mut seq = self.running.remove(i);
                         kv.release(&mut seq.kv);
+                        seq.awaiting = 0;
                         seq.stats.preemptions += 1;
                         self.waiting.push(seq);
                         continue;
@@ -265,9 +338,22 @@ impl Batcher {
     fn plan(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) -> Vec<Part> {
         let mut budget = self.opts.max_batch_tokens.min(engine.forward.max_rows());
         let kv = &mut engine.forward.kv;
-        let mut order: Vec<usize> = (0..self.running.len()).collect();
-        order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
         let mut parts: Vec<Part> = Vec::new();
+        // First the sequences going on from the step in flight, in its output order, as long
+        // as each has its row: their ids come from that step on the GPU, outputs 0, 1, ...
+        let continuing = self.in_flight.as_ref().map_or(&[][..], |t| &t.outs[..t.continuing]);
+        for &(request, epoch) in continuing {
+            let i = self
+                .running
+                .iter()
+                .position(|s| s.req.id == request && s.stats.preemptions == epoch && s.awaiting == 1);
+            let Some(i) = i else { break };
+            let Some(place) = kv.grow(&mut self.running[i].kv, 1).ok().filter(|_| budget > 0) else { break };
+            parts.push(Part { seq: i, rows: 1, place, chosen: true });
+            budget -= 1;
+        }
+        let mut order: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].awaiting == 0).collect();
+        order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
         let mut preempted = Vec::new();
         let mut stuck = Vec::new();
         for &i in &order {
@@ -280,7 +366,7 @@ impl Batcher {
             }
             loop {
                 if let Ok(place) = kv.grow(&mut self.running[i].kv, rows) {
-                    parts.push(Part { seq: i, rows, place });
+                    parts.push(Part { seq: i, rows, place, chosen: false });
                     budget -= rows;
                     break;
                 }
@@ -294,6 +380,7 @@ impl Batcher {
                 match victim {
                     Some(v) => {
                         kv.release(&mut self.running[v].kv);
+                        self.running[v].awaiting = 0;
                         preempted.push(v);
                     }
                     None => {

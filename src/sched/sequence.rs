@@ -49,6 +49,8 @@ pub(crate) struct Sequence {
     pub output: Vec<u32>,
     /// Its blocks; `kv.len()` tokens (prompt, then output) have their keys and values there.
     pub kv: SeqKv,
+    /// Its tokens being chosen by steps in flight (0 to 2: a step and the one queued behind).
+    pub awaiting: u32,
     pub sampler: Sampler,
     pub arrived: Instant,
     pub admitted: Option<Instant>,
@@ -78,6 +80,7 @@ impl Sequence {
             req,
             output: Vec::new(),
             kv: SeqKv::default(),
+            awaiting: 0,
             arrived: Instant::now(),
             admitted: None,
             admission: 0,
@@ -100,9 +103,9 @@ impl Sequence {
         }
     }
 
-    /// Tokens whose keys and values still have to run.
+    /// Tokens whose keys and values still have to run (known tokens only).
     pub fn pending(&self) -> usize {
-        self.len() - self.kv.len() as usize
+        self.len().saturating_sub(self.kv.len() as usize)
     }
 
     /// Records a new token and its time.
