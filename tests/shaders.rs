@@ -3,7 +3,7 @@
 
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
-use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
+use wginfer::ops::linear::{sources, Core, GemvShape, LinearConfig, LinearShape, Rows};
 use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
@@ -21,7 +21,8 @@ fn validate(label: &str, src: &str) {
 #[test]
 fn every_kernel_variant_validates() {
     // Portable, subgroup shuffles (lanes within one subgroup), subgroup sums (lanes spanning
-    // subgroups), each at a GEMV shape per weight and at a fixed wide one.
+    // subgroups), each at a GEMV shape per weight and at a fixed wide one; each linear kernel's
+    // three cores (one-row GEMV, the GEMV of several rows, prefill).
     let portable = LinearConfig::default();
     let shuffle = LinearConfig { subgroups: Some((32, 32)), ..portable };
     let spanning = LinearConfig { subgroups: Some((8, 8)), ..portable };
@@ -44,8 +45,9 @@ fn every_kernel_variant_validates() {
             for cfg in &configs {
                 for norm_eps in [None, Some(1e-6)] {
                     let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps };
-                    for (i, src) in sources(name, &defs, ty, &shape, cfg).iter().enumerate() {
-                        validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} variant {i}"), src);
+                    let cores = [Core::Gemv, Core::GemvBatch, Core::Prefill];
+                    for (core, src) in cores.iter().zip(sources(name, &defs, ty, &shape, cfg)) {
+                        validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} {core:?}"), &src);
                     }
                 }
             }

@@ -2,7 +2,8 @@
 //! queries around chains of dependent dispatches (median per dispatch of repeated samples after
 //! warm-up, see `time_dispatches`), with the bytes each dispatch reads and the resulting
 //! bandwidth: the adapter's measured limits first, GEMV for every
-//! weight type, then every other kernel (cli/bench_ops.rs). `bench e2e`: whole-model speed.
+//! weight type, the linear cores per rows per step (where batched decode should leave the GEMV
+//! cores), then every other kernel (cli/bench_ops.rs). `bench e2e`: whole-model speed.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -17,8 +18,8 @@ use crate::model::forward::{Forward, ForwardOptions};
 use crate::model::loader::load_weights;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
-use crate::ops::linear::{GemvShape, LinearConfig, Rows};
-use crate::ops::matmul::Matmul;
+use crate::ops::linear::{BoundLinear, Core, GemvShape, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS};
+use crate::ops::matmul::{self, Matmul};
 use crate::ops::{Step, Weight, WeightType};
 use crate::sampling::SamplingParams;
 
@@ -134,6 +135,14 @@ const SHAPES: &[(&str, &str, usize, usize)] = &[
 ];
 
 const QUICK_SHAPES: &[(&str, &str, usize, usize)] = &[("quick", "gemv", 512, 512), ("quick", "gemv", 1024, 256)];
+
+/// The weights of a layer that a batched decode step multiplies by one row per sequence (f16
+/// unless --types): the rows-per-step table.
+const STEP_SHAPES: &[(&str, &str, usize, usize)] =
+    &[("qwen2.5-0.5b", "qkv", 1152, 896), ("qwen2.5-0.5b", "gate_up", 9728, 896), ("qwen2.5-0.5b", "down", 896, 4864)];
+
+/// Rows per step of the rows-per-step table: a batched decode step has one per sequence.
+const STEP_ROWS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 const TYPES: [WeightType; 8] = [
     WeightType::F32,
@@ -341,11 +350,109 @@ fn kernels(k: &KernelArgs) -> Result<()> {
             }
         }
     }
+    let step_shapes = match () {
+        _ if k.shapes.is_some() => &custom[..],
+        _ if k.quick => &QUICK_SHAPES[..1],
+        _ => STEP_SHAPES,
+    };
+    let step_types = if k.types.is_some() { types } else { vec![WeightType::F16] };
+    let table = StepTable { json: k.json, reps: k.reps, quick: k.quick, limit_gb_s };
+    table.run(&gpu, &mut prof, &configs, step_shapes, &step_types)?;
     if full {
         printer.header();
         bench_ops::run(&gpu, &mut prof, k.reps, k.quick, &printer)?;
     }
     Ok(())
+}
+
+/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), and the
+/// prefill core also at GEMV_MAX_ROWS, where the GEMV cores stop, so the crossover can be read
+/// off: time per step, per row, and the weight's bandwidth.
+struct StepTable {
+    json: bool,
+    reps: u32,
+    quick: bool,
+    limit_gb_s: Option<f64>,
+}
+
+impl StepTable {
+    /// `configs[0]` for every core; the others (--sweep's GEMV shapes) for the GEMV cores only,
+    /// the one thing they change.
+    fn run(
+        &self,
+        gpu: &Gpu,
+        prof: &mut Profiler,
+        configs: &[LinearConfig],
+        shapes: &[(&str, &str, usize, usize)],
+        types: &[WeightType],
+    ) -> Result<()> {
+        if !self.json {
+            println!(
+                "{:<14} {:<8} {:>14} {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
+                "model",
+                "matrix",
+                "shape",
+                "type",
+                "rows",
+                "core",
+                "gemv shape",
+                "median us",
+                "spread us",
+                "us/row",
+                "GB/s",
+                "limit"
+            );
+        }
+        let cases: Vec<(u32, Core)> = STEP_ROWS
+            .into_iter()
+            .flat_map(|r| {
+                let crossover = (r == GEMV_MAX_ROWS).then_some((r, Core::Prefill));
+                std::iter::once((r, Core::for_rows(r))).chain(crossover)
+            })
+            .collect();
+        for &(model, matrix, rows, cols) in shapes {
+            for &ty in types {
+                let Some(bench) = GemvBench::new(gpu, matrix, ty, rows, cols, self.quick)? else { continue };
+                for (i, cfg) in configs.iter().enumerate() {
+                    for &(step_rows, core) in cases.iter().filter(|(_, c)| i == 0 || *c != Core::Prefill) {
+                        let (median, spread) =
+                            bench.time_core(gpu, prof, cfg, (step_rows, core), self.reps, self.quick)?;
+                        let core_name = match core {
+                            Core::Gemv => "gemv",
+                            Core::GemvBatch => "gemv_batch",
+                            Core::Prefill if cfg.coop_for(ty, cols as u32, rows as u32).is_some() => "coop",
+                            Core::Prefill => "tiled",
+                        };
+                        let variant = match core {
+                            Core::Prefill => "-".to_string(),
+                            _ => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
+                        };
+                        let bytes = bench.step_bytes(step_rows);
+                        let gbs = bytes as f64 / median;
+                        let per_row = median / 1e3 / f64::from(step_rows);
+                        let pct = self.limit_gb_s.map(|l| 100.0 * gbs / l);
+                        if self.json {
+                            let v = json!({"kernel": "linear_rows", "model": model, "matrix": matrix, "rows": rows,
+                                "cols": cols, "type": ty.name(), "step_rows": step_rows, "core": core_name,
+                                "gemv": variant, "median_us": median / 1e3, "p10_p90_us": spread / 1e3,
+                                "us_per_row": per_row, "bytes": bytes, "gb_s": gbs, "percent_of_limit": pct});
+                            println!("{v}");
+                        } else {
+                            let shape = format!("{rows}x{cols}");
+                            println!(
+                                "{model:<14} {matrix:<8} {shape:>14} {:>6} {step_rows:>5} {core_name:>12} {variant:>12} {:>10.2} {:>10.2} {per_row:>9.2} {gbs:>9.1} {:>7}",
+                                ty.name(),
+                                median / 1e3,
+                                spread / 1e3,
+                                pct.map(|p| format!("{p:.1}%")).unwrap_or_default()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 fn parse_shape(s: &str) -> Result<(usize, usize), String> {
@@ -371,7 +478,7 @@ pub(super) fn sweep_configs(gpu: &Gpu) -> Vec<LinearConfig> {
 
 /// One weight shape set up for GEMV timing: copies of a random weight, enough that the timed
 /// loop reads DRAM rather than the last level cache (a decode step reads ~1 GB of distinct
-/// weights), and the x and y it reads and writes.
+/// weights), and the x and y it reads and writes (room for the most rows of STEP_ROWS).
 pub(super) struct GemvBench {
     ws: Vec<Weight>,
     x: wgpu::Buffer,
@@ -394,15 +501,20 @@ impl GemvBench {
         let bytes = synthetic::random_gpu_weight(dtype_named(ty.name())?, rows, cols, 1)?;
         let ws = (0..copies).map(|_| Weight::upload(gpu, name, ty, rows, cols, &bytes)).collect::<Result<Vec<_>>>()?;
         let step = Step::buffer(gpu)?;
-        Step { n_tokens: 1, n_out: 1, ..Default::default() }.write(gpu, &step);
-        let (x, y) = (gpu.storage("x", cols as u64 * 4)?, gpu.storage("y", rows as u64 * 4)?);
+        let most = u64::from(STEP_ROWS[STEP_ROWS.len() - 1]);
+        let (x, y) = (gpu.storage("x", most * cols as u64 * 4)?, gpu.storage("y", most * rows as u64 * 4)?);
         Ok(Some(GemvBench { ws, x, y, step }))
     }
 
     /// Bytes one GEMV reads and writes: the weight as stored, x and y.
     pub(super) fn bytes(&self) -> u64 {
+        self.step_bytes(1)
+    }
+
+    /// Bytes a step of `rows` rows reads and writes: the weight as stored, x and y.
+    fn step_bytes(&self, rows: u32) -> u64 {
         let w = &self.ws[0];
-        w.gpu_bytes() + u64::from(w.cols + w.rows) * 4
+        w.gpu_bytes() + u64::from(rows) * u64::from(w.cols + w.rows) * 4
     }
 
     /// Median and p10-p90 spread (ns per GEMV) of `reps` timed chains with `cfg`, from GPU
@@ -415,12 +527,36 @@ impl GemvBench {
         reps: u32,
         quick: bool,
     ) -> Result<(f64, f64)> {
+        Step { n_tokens: 1, n_out: 1, ..Default::default() }.write(gpu, &self.step);
         let ops = self
             .ws
             .iter()
             .map(|w| Matmul::new(gpu, cfg, w, &self.step, &self.x, &self.y, false, Rows::Outputs))
             .collect::<Result<Vec<_>>>()?;
         time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record(pass, 1))
+    }
+
+    /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part).
+    fn time_core(
+        &self,
+        gpu: &Gpu,
+        prof: &mut Profiler,
+        cfg: &LinearConfig,
+        (rows, core): (u32, Core),
+        reps: u32,
+        quick: bool,
+    ) -> Result<(f64, f64)> {
+        Step { n_tokens: rows, n_out: 1, ..Default::default() }.write(gpu, &self.step);
+        let ops = self
+            .ws
+            .iter()
+            .map(|w| {
+                let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: None };
+                let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), w.ty, &shape, cfg)?;
+                BoundLinear::new(gpu, k, &[&self.step, &self.x, w.single()?, &self.y], None)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record_core(pass, core, rows))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The core shared by every kernel that multiplies activations by a weight (matmul, qkv_rope,
-//! swiglu): a GEMV variant for decode (few rows) and a prefill variant (the tensor-core core
-//! where the adapter has cooperative matrices, else the tiled core), chosen per step by row
-//! count. The kernels differ only in what they do with each output pair.
+//! swiglu): two GEMV variants for decode (one row; up to GEMV_MAX_ROWS rows, each weight read
+//! once for all of them) and a prefill variant (the tensor-core core where the adapter has
+//! cooperative matrices, else the tiled core), chosen per step by row count (`Core::for_rows`).
+//! The kernels differ only in what they do with each output pair.
 
 use anyhow::Result;
 
@@ -74,10 +75,11 @@ impl GemvShape {
             && self.lanes <= self.threads
             && (8..=256).contains(&self.threads)
             && matches!(self.rows, 1 | 2 | 4)
-            && self.workgroup_rows().is_multiple_of(2);
+            && self.workgroup_rows().is_multiple_of(2)
+            && self.workgroup_rows() <= 256;
         anyhow::ensure!(
             ok,
-            "GEMV shape {self:?} is invalid (powers of two, lanes <= threads, 8 <= threads <= 256, rows 1, 2 or 4, even outputs per workgroup)"
+            "GEMV shape {self:?} is invalid (powers of two, lanes <= threads, 8 <= threads <= 256, rows 1, 2 or 4, an even number of outputs per workgroup, at most 256)"
         );
         Ok(())
     }
@@ -89,8 +91,32 @@ impl std::fmt::Display for GemvShape {
     }
 }
 
-/// Up to this many rows (tokens) use the GEMV core; more use the tiled core.
-pub const GEMV_MAX_ROWS: u32 = 4;
+/// Up to this many rows (tokens) per step use a GEMV core, which reads each weight once for all
+/// of them (llama.cpp's vector kernels also stop at 8 rows); more use the prefill core.
+pub const GEMV_MAX_ROWS: u32 = 8;
+
+/// Which core of a linear kernel runs a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    /// The GEMV core built for one row (a single sequence's decode): it never reads the row
+    /// count, nor keeps sums for rows that do not exist.
+    Gemv,
+    /// The GEMV core built for GEMV_MAX_ROWS rows: 2 to GEMV_MAX_ROWS rows (batched decode).
+    GemvBatch,
+    /// The tensor-core or tiled core: more rows (prefill, large batches).
+    Prefill,
+}
+
+impl Core {
+    /// The core for a step of `rows` rows.
+    pub fn for_rows(rows: u32) -> Core {
+        match rows {
+            0 | 1 => Core::Gemv,
+            r if r <= GEMV_MAX_ROWS => Core::GemvBatch,
+            _ => Core::Prefill,
+        }
+    }
+}
 
 /// Shapes and variants of the linear cores.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -172,10 +198,11 @@ impl LinearConfig {
     }
 }
 
-/// Both compiled variants of one linear kernel for one weight shape.
+/// The compiled variants of one linear kernel for one weight shape, one per `Core`.
 pub struct LinearKernels {
     pub gemv: Kernel,
-    pub tiled: Kernel,
+    pub gemv_batch: Kernel,
+    pub prefill: Kernel,
     /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
     coop: bool,
     k: u32,
@@ -224,8 +251,9 @@ fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'stat
     }
 }
 
-/// WGSL of `name` in both variants; `defs` carries the kernel's own constants.
-pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 2] {
+/// WGSL of `name` in its three variants (`Core::Gemv`, `Core::GemvBatch`, `Core::Prefill`);
+/// `defs` carries the kernel's own constants.
+pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 3] {
     let t = cfg.tiles;
     let g = cfg.gemv_shape(s.k, s.n, weight);
     let (input, gemv_input) = match s.norm_eps {
@@ -279,7 +307,11 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
         }
     };
-    [assemble(name, &gemv_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat()), tiled]
+    let gemv = |rows: u32| {
+        let d = gemv_defs.clone().u32("GEMV_ROWS", rows);
+        assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat())
+    };
+    [gemv(1), gemv(GEMV_MAX_ROWS), tiled]
 }
 
 impl LinearKernels {
@@ -295,29 +327,30 @@ impl LinearKernels {
         anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
         let gemv_shape = cfg.gemv_shape(shape.k, shape.n, weight);
         gemv_shape.check()?;
-        let [g, t] = sources(name, defs, weight, shape, cfg);
-        let (gemv, tiled) = (Kernel::get(gpu, name, g)?, Kernel::get(gpu, name, t)?);
+        let [g1, g8, p] = sources(name, defs, weight, shape, cfg);
+        let (gemv, gemv_batch, prefill) =
+            (Kernel::get(gpu, name, g1)?, Kernel::get(gpu, name, g8)?, Kernel::get(gpu, name, p)?);
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
         let tile = cfg.prefill_tile(weight, shape);
         let gemv_rows = gemv_shape.workgroup_rows();
-        Ok(LinearKernels { gemv, tiled, coop, k: shape.k, n: shape.n, tile, gemv_rows })
+        Ok(LinearKernels { gemv, gemv_batch, prefill, coop, k: shape.k, n: shape.n, tile, gemv_rows })
     }
 
-    /// Which variant serves `rows` rows, and its workgroup counts.
-    pub fn plan(&self, rows: u32) -> (bool, [u32; 3]) {
-        if rows <= GEMV_MAX_ROWS {
-            (true, grid(groups(self.n, self.gemv_rows)))
-        } else {
-            (false, [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1])
+    /// Workgroup counts of `core` on `rows` rows.
+    fn workgroups(&self, core: Core, rows: u32) -> [u32; 3] {
+        match core {
+            Core::Gemv | Core::GemvBatch => grid(groups(self.n, self.gemv_rows)),
+            Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
         }
     }
 }
 
-/// A linear kernel with its buffers bound in both variants.
+/// A linear kernel with its buffers bound in every variant.
 pub struct BoundLinear {
     kernels: LinearKernels,
     gemv: Bound,
-    tiled: Bound,
+    gemv_batch: Bound,
+    prefill: Bound,
     /// Writes the f16 input rows the tensor-core prefill variant reads.
     input_f16: Option<InputF16>,
 }
@@ -335,9 +368,9 @@ impl BoundLinear {
         let entries: Vec<(u32, &wgpu::Buffer)> =
             buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
-        let gemv = kernels.gemv.bind_at(gpu, &with_norm);
-        let (tiled, input_f16) = match kernels.coop {
-            false => (kernels.tiled.bind_at(gpu, &with_norm), None),
+        let (gemv, gemv_batch) = (kernels.gemv.bind_at(gpu, &with_norm), kernels.gemv_batch.bind_at(gpu, &with_norm));
+        let (prefill, input_f16) = match kernels.coop {
+            false => (kernels.prefill.bind_at(gpu, &with_norm), None),
             true => {
                 let x = buffers[1];
                 // Whole tiles of rows: the core reads past the step's last row.
@@ -346,10 +379,10 @@ impl BoundLinear {
                 let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
                 let mut coop_entries = entries.clone();
                 coop_entries[1].1 = &x16;
-                (kernels.tiled.bind_at(gpu, &coop_entries), Some(input))
+                (kernels.prefill.bind_at(gpu, &coop_entries), Some(input))
             }
         };
-        Ok(BoundLinear { kernels, gemv, tiled, input_f16 })
+        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, input_f16 })
     }
 
     pub fn name(&self) -> &'static str {
@@ -358,14 +391,22 @@ impl BoundLinear {
 
     /// Records the variant that suits `rows` rows.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
-        let (use_gemv, wg) = self.kernels.plan(rows);
-        if use_gemv {
-            self.gemv.record(pass, wg);
-        } else {
-            if let Some(input) = &self.input_f16 {
-                input.record(pass, rows);
+        self.record_core(pass, Core::for_rows(rows), rows);
+    }
+
+    /// Records `core` on `rows` rows (benchmarks compare the cores at the same rows; a GEMV
+    /// core takes at most as many rows as it is built for).
+    pub fn record_core(&self, pass: &mut wgpu::ComputePass<'_>, core: Core, rows: u32) {
+        let wg = self.kernels.workgroups(core, rows);
+        match core {
+            Core::Gemv => self.gemv.record(pass, wg),
+            Core::GemvBatch => self.gemv_batch.record(pass, wg),
+            Core::Prefill => {
+                if let Some(input) = &self.input_f16 {
+                    input.record(pass, rows);
+                }
+                self.prefill.record(pass, wg);
             }
-            self.tiled.record(pass, wg);
         }
     }
 }

@@ -1,8 +1,13 @@
 use super::common::*;
-use wginfer::gpu::Gpu;
-use wginfer::ops::linear::{GemvShape, LinearConfig, Rows, GEMV_MAX_ROWS};
-use wginfer::ops::matmul::Matmul;
-use wginfer::ops::WeightType;
+use half::f16;
+use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::model::quant::to_gpu_layout;
+use wginfer::model::tensor::DType;
+use wginfer::ops::linear::{
+    BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS,
+};
+use wginfer::ops::matmul::{self, Matmul};
+use wginfer::ops::{Step, Weight, WeightType};
 
 /// The portable variant, and the adapter's variant (subgroups, tensor cores where it has them)
 /// at the heuristic GEMV shapes and at GEMV shapes whose lane groups fit in one subgroup or span
@@ -41,12 +46,84 @@ fn check_with(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, rows: usize, k: usi
     assert_close(&read(gpu, &yb, rows * n), &want, tol, &format!("matmul {ty:?} {cfg:?} rows={rows} k={k} n={n}"));
 }
 
+/// A Q8_0 weight quantized from `data` by its definition (blocks of 32 values: an f16 scale
+/// d = max |v| / 127 and 32 int8 q = round(v / d)), with the values it holds: d * q.
+fn q8_0_weight(gpu: &Gpu, rows: usize, cols: usize, data: &[f32]) -> (Weight, Vec<f32>) {
+    let (mut bytes, mut values) = (Vec::new(), Vec::new());
+    for block in data.chunks(32) {
+        let d = f16::from_f32(block.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 127.0);
+        bytes.extend(d.to_le_bytes());
+        for v in block {
+            let q = (v / d.to_f32()).round().clamp(-127.0, 127.0) as i8;
+            bytes.push(q as u8);
+            values.push(d.to_f32() * f32::from(q));
+        }
+    }
+    let gpu_bytes = to_gpu_layout(DType::Q8_0, &bytes);
+    (Weight::upload(gpu, "w", WeightType::Q8_0, rows, cols, &gpu_bytes).unwrap(), values)
+}
+
+/// y += (x, RMS-normalized on load with `norm`) W^T through one kernel for every row count a
+/// step can have up to one row past the GEMV cores, so each core runs (`Core::for_rows`):
+/// the one-row GEMV, the GEMV that reads each weight once for several rows, the prefill core.
+/// Rows past the step's must keep their old y (a GEMV core stores only rows that exist).
+fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize, norm: bool) {
+    let max_rows = GEMV_MAX_ROWS as usize + 1;
+    let (x, gamma, y0) = (random(max_rows * k, 1), random(k, 4), random(max_rows * n, 3));
+    let data = random(n * k, 2);
+    let (w, w_host) = match ty {
+        WeightType::Q8_0 => q8_0_weight(gpu, n, k, &data),
+        _ => weight(gpu, ty, n, k, &data),
+    };
+    let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &gamma), upload(gpu, &y0), Step::buffer(gpu).unwrap());
+    let eps = 1e-5;
+    let shape = LinearShape { k: k as u32, n: n as u32, rows: Rows::Tokens, norm_eps: norm.then_some(eps) };
+    let kernels = LinearKernels::new(gpu, "matmul", &matmul::defs(true, n as u32, 0), ty, &shape, cfg).unwrap();
+    let input_norm = norm.then_some(InputNorm { weight: &gb, eps });
+    let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, w.single().unwrap(), &yb], input_norm).unwrap();
+    let input = if norm { rmsnorm_ref(&x, &gamma, eps) } else { x.clone() };
+    let product = matmul_ref(&input, &w_host, max_rows, k, n);
+    for rows in 1..=max_rows {
+        Step { n_tokens: rows as u32, n_out: 1, pad: [0; 2] }.write(gpu, &sb);
+        gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
+        gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
+        let mut want = y0.clone();
+        want[..rows * n].iter_mut().zip(&product).for_each(|(a, b)| *a += b);
+        let core = Core::for_rows(rows as u32);
+        let tol = if core == Core::Prefill && cfg.coop_for(ty, k as u32, n as u32).is_some() { 1e-2 } else { 1e-4 };
+        let what = format!("{ty:?} {cfg:?} norm={norm} k={k} n={n} rows={rows} ({core:?})");
+        assert_close(&read(gpu, &yb, max_rows * n), &want, tol, &what);
+    }
+}
+
 #[test]
-fn gemv_rows_match_cpu() {
-    for ty in [WeightType::F32, WeightType::F16] {
-        check(gpu(), ty, 1, 40, 70, false);
-        check(gpu(), ty, 3, 104, 9, true);
-        check(gpu(), ty, 1, 2056, 33, true);
+fn every_gemv_row_count_matches_cpu() {
+    let mut cores: Vec<Core> = (1..=GEMV_MAX_ROWS + 1).map(Core::for_rows).collect();
+    cores.dedup();
+    assert_eq!(cores, [Core::Gemv, Core::GemvBatch, Core::Prefill], "the row counts run every core");
+    // One workgroup with a partial output pair and lanes past k; several workgroups with a
+    // partial last chunk of k (Q8_0 needs whole blocks of 32). Every lane-group reduction with
+    // f16 weights; the other types (w_load8 is all they change) with the adapter's.
+    let gpu = gpu();
+    let adapter = LinearConfig::for_adapter(&gpu.caps);
+    let cases = configs(gpu).into_iter().map(|c| (c, WeightType::F16));
+    let cases: Vec<_> = cases.chain([WeightType::F32, WeightType::Q8_0].map(|t| (adapter, t))).collect();
+    for (k, n) in [(96, 9), (2080, 70)] {
+        for &(cfg, ty) in &cases {
+            for norm in [false, true] {
+                check_rows(gpu, &cfg, ty, k, n, norm);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_row_count_on_the_portable_path() {
+    // No SHADER_F16, no subgroups: what wgpu's GL backend offers.
+    let gpu = Gpu::new(&GpuOptions { portable: true, ..Default::default() }).unwrap();
+    assert!(!gpu.caps.shader_f16 && !gpu.caps.subgroup);
+    for norm in [false, true] {
+        check_rows(&gpu, &LinearConfig::for_adapter(&gpu.caps), WeightType::F16, 2080, 70, norm);
     }
 }
 
