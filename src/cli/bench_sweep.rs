@@ -4,6 +4,9 @@
 //! requests/s, total tokens/s, request latency P50/P99, inter-token latency P99, and
 //! eta = QPS * T1 / B (T1: one request's latency alone; 1.0 means batching cost nothing).
 //! The golden batch size is the largest B whose eta is within 10% of the best one's.
+//! `--background N` runs N low-priority clients alongside (each keeps a background request in
+//! flight while the interactive ones run), to see what they cost the interactive TTFT; every
+//! background request must still finish.
 
 use std::time::Instant;
 
@@ -39,6 +42,9 @@ pub(super) struct SweepArgs {
     /// Most tokens in one step.
     #[arg(long, default_value_t = 512)]
     max_batch_tokens: u32,
+    /// Background clients running alongside the interactive ones.
+    #[arg(long, default_value_t = 0)]
+    background: u32,
     #[arg(long)]
     json: bool,
     #[arg(long)]
@@ -51,6 +57,7 @@ struct Point {
     requests: usize,
     secs: f64,
     tokens: usize,
+    ttft_ms: Vec<f64>,
     latency_ms: Vec<f64>,
     itl_ms: Vec<f64>,
     rows_per_step: f64,
@@ -66,44 +73,63 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     ensure!(!a.batches.is_empty() && a.batches.iter().all(|&b| b > 0), "--batches must be positive");
     let max_b = *a.batches.iter().max().expect("checked");
     let context = (a.prompt + a.answer + 16) as u32;
-    let kv = KvOptions { layout: KvLayout::Paged, context, parallel: max_b, ..Default::default() };
-    let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(max_b), ..Default::default() };
+    let parallel = max_b + a.background;
+    let kv = KvOptions { layout: KvLayout::Paged, context, parallel, ..Default::default() };
+    let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(parallel), ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
     let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
     let prompt =
         |i: usize| -> Vec<u32> { (0..a.prompt as u32).map(|j| (j * 7919 + i as u32 * 104_729 + 13) % vocab).collect() };
-    let mut run_at = |b: u32, requests: usize| -> Result<Point> {
+    // Background requests are numbered from here.
+    const BACKGROUND: u64 = 1 << 40;
+    let mut background_done = 0;
+    let mut run_at = |b: u32, requests: usize, background: u32| -> Result<Point> {
         let mut batcher = Batcher::new(&mut engine, batch);
-        let request = |i: usize| SeqRequest {
-            id: i as u64,
-            prompt_ids: prompt(i),
+        let request = |i: u64| SeqRequest {
+            id: i,
+            prompt_ids: prompt(i as usize),
             max_tokens: a.answer,
             sampling: SamplingParams::default(),
             stop_at_eos: false,
-            priority: Priority::Interactive,
+            priority: if i >= BACKGROUND { Priority::Background } else { Priority::Interactive },
         };
         let t0 = Instant::now();
         let mut submitted = 0;
         while submitted < (b as usize).min(requests) {
-            batcher.submit(request(submitted));
+            batcher.submit(request(submitted as u64));
             submitted += 1;
         }
-        let (mut latency_ms, mut itl_ms, mut tokens, mut done) = (Vec::new(), Vec::new(), 0, 0);
+        let mut background_next = BACKGROUND;
+        for _ in 0..background {
+            batcher.submit(request(background_next));
+            background_next += 1;
+        }
+        let (mut ttft_ms, mut latency_ms, mut itl_ms, mut tokens, mut done) =
+            (Vec::new(), Vec::new(), Vec::new(), 0, 0);
         let mut last_finish = t0;
         while done < requests || !batcher.is_idle() {
             for ev in batcher.step(&mut engine)? {
                 match ev {
+                    // A background client sends its next request while interactive work runs.
+                    SeqEvent::Finished(s) if s.id >= BACKGROUND => {
+                        background_done += 1;
+                        if done < requests {
+                            batcher.submit(request(background_next));
+                            background_next += 1;
+                        }
+                    }
                     SeqEvent::Finished(s) => {
                         done += 1;
                         last_finish = Instant::now();
                         tokens += s.tokens;
+                        ttft_ms.push(s.ttft_ms);
                         latency_ms.push(s.total_ms);
                         itl_ms.extend(s.itl_ms);
                         // The client sends its next request at once.
                         if submitted < requests {
-                            batcher.submit(request(submitted));
+                            batcher.submit(request(submitted as u64));
                             submitted += 1;
                         }
                     }
@@ -114,20 +140,22 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         }
         let secs = last_finish.duration_since(t0).as_secs_f64();
         let rows_per_step = batcher.metrics.summary().rows_per_step;
-        Ok(Point { b, requests, secs, tokens, latency_ms, itl_ms, rows_per_step })
+        Ok(Point { b, requests, secs, tokens, ttft_ms, latency_ms, itl_ms, rows_per_step })
     };
     // Warm-up (every pipeline compiled, clocks up), then T1: one request alone.
-    run_at(max_b.min(4), max_b.min(4) as usize)?;
-    let alone = run_at(1, 3)?;
+    run_at(max_b.min(4), max_b.min(4) as usize, 0)?;
+    let alone = run_at(1, 3, 0)?;
     let t1 = percentiles(&alone.latency_ms).p50 / 1e3;
-    let points: Vec<Point> = a.batches.iter().map(|&b| run_at(b, a.requests.max(b as usize))).collect::<Result<_>>()?;
+    let points: Vec<Point> =
+        a.batches.iter().map(|&b| run_at(b, a.requests.max(b as usize), a.background)).collect::<Result<_>>()?;
     let eta = |p: &Point| p.qps() * t1 / f64::from(p.b);
     let best = points.iter().map(eta).fold(0.0, f64::max);
     let golden = points.iter().filter(|p| eta(p) >= 0.9 * best).map(|p| p.b).max().unwrap_or(1);
     if a.json {
         for p in &points {
-            let (lat, itl) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms));
+            let (lat, itl, ttft) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms), percentiles(&p.ttft_ms));
             let v = json!({"model": label, "adapter": engine.gpu.info.name, "b": p.b, "requests": p.requests,
+                "background_clients": a.background, "ttft_p50_ms": ttft.p50, "ttft_p99_ms": ttft.p99,
                 "prompt": a.prompt, "answer": a.answer, "requests_per_s": p.qps(), "tokens_per_s": p.tokens as f64 / p.secs,
                 "latency_p50_ms": lat.p50, "latency_p99_ms": lat.p99, "itl_p99_ms": itl.p99, "eta": eta(p),
                 "rows_per_step": p.rows_per_step, "golden": p.b == golden});
@@ -143,16 +171,17 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         t1 * 1e3
     );
     println!(
-        "{:>4} {:>9} {:>10} {:>12} {:>12} {:>12} {:>11} {:>6}",
-        "B", "req/s", "tok/s", "lat P50 ms", "lat P99 ms", "ITL P99 ms", "rows/step", "eta"
+        "{:>4} {:>9} {:>10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>6}",
+        "B", "req/s", "tok/s", "TTFT P99 ms", "lat P50 ms", "lat P99 ms", "ITL P99 ms", "rows/step", "eta"
     );
     for p in &points {
-        let (lat, itl) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms));
+        let (lat, itl, ttft) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms), percentiles(&p.ttft_ms));
         println!(
-            "{:>4} {:>9.2} {:>10.0} {:>12.1} {:>12.1} {:>12.2} {:>11.1} {:>6.2}{}",
+            "{:>4} {:>9.2} {:>10.0} {:>12.1} {:>12.1} {:>12.1} {:>12.2} {:>11.1} {:>6.2}{}",
             p.b,
             p.qps(),
             p.tokens as f64 / p.secs,
+            ttft.p99,
             lat.p50,
             lat.p99,
             itl.p99,
@@ -162,6 +191,9 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         );
     }
     let g = points.iter().find(|p| p.b == golden).expect("golden is one of the points");
+    if a.background > 0 {
+        println!("{} background clients alongside: {background_done} background requests finished", a.background);
+    }
     println!(
         "golden batch size: {golden} (eta within 10% of the best, request latency P99 {:.1} ms)",
         percentiles(&g.latency_ms).p99

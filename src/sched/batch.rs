@@ -2,7 +2,8 @@
 //! tokens, in each step. Every step takes the decode token of each running sequence and chunks
 //! of the prompts being admitted, up to a token budget; sequences join and leave at every step.
 //! Interactive sequences are admitted first and planned first; background ones fill what is
-//! left, and one waiting longer than the aging limit is admitted as if interactive. When the
+//! left (their prompt chunks only in steps without an interactive prompt), and one waiting
+//! longer than the aging limit is admitted as if interactive. When the
 //! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
 //! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
 //! plan this builds (`Forward::submit`); what decides and what runs stay apart.
@@ -360,7 +361,15 @@ impl Batcher {
             if preempted.contains(&i) {
                 continue;
             }
-            let rows = (self.running[i].pending() as u32).min(budget).min(kv.opts.context);
+            // A step running an interactive prompt takes no background prompt chunk: those
+            // would lengthen it, and so the interactive time to first token.
+            let seq = &self.running[i];
+            let interactive_prompt =
+                parts.iter().any(|p| p.rows > 1 && self.running[p.seq].req.priority == Priority::Interactive);
+            if seq.req.priority == Priority::Background && seq.pending() > 1 && interactive_prompt {
+                continue;
+            }
+            let rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
             if rows == 0 {
                 continue;
             }
