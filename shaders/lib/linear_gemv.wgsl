@@ -1,36 +1,25 @@
-// GEMV core for one or a few rows (decode): y[m, n] = sum_k x[m, k] * W[n, k].
-// A lane group (LANES threads) computes RPG consecutive outputs for up to GEMV_ROWS rows of x.
-// Each lane takes 8 values of a weight row per step (one 16-byte load for f16), strided by
-// LANES * 8 so the group reads each row coalesced; a step issues RPG independent loads and uses
-// them for every row of x (llama.cpp's mul_mat_vec: each weight is read once per step, however
-// many sequences decode in it). The group's partial sums are reduced by lanes_sum (subgroup
-// shuffles where LANES fits in a subgroup: no barrier), and outputs reach the kernel's
-// store_pair as pairs (n, n + 1).
+// GEMV core for one row (a single sequence's decode): y[n] = sum_k x[k] * W[n, k]; more rows
+// take lib/linear_gemv_batch. Kept apart from it because the row count known at compile time
+// lets the driver keep everything in registers: the batched core built for one row was 15-38%
+// slower on the H200 (docs/PERF.md).
+// A lane group (LANES threads) computes RPG consecutive outputs. Each lane takes 8 values of a
+// weight row per step (one 16-byte load for f16), strided by LANES * 8 so the group reads each
+// row coalesced; a step issues RPG independent loads and reuses the lane's 8 x values for all
+// of them. The group's partial sums are reduced by lanes_sum (subgroup shuffles where LANES fits
+// in a subgroup: no barrier), and outputs reach the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
-// also sum x^2 of each row and its dot products are scaled by its 1/rms at the end
-// (lib/gemv_input_*).
-// Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
+// also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
+// Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read); w_load8 from the weight
 // piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
-// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS,
-// GEMV_ROWS (the most rows a step gives this core: Core::for_rows never gives it more);
-// WG_ROWS is even.
+// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 
 const GROUPS: u32 = WG_THREADS / LANES;
 const WG_ROWS: u32 = GROUPS * RPG;
 const STRIDE: u32 = LANES * 8u;
 const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
-// x^2 sums of four rows share a vec4 (one lane-group reduction for four rows).
-const ROW_SETS: u32 = (GEMV_ROWS + 3u) / 4u;
 
-// The outputs of row j of this workgroup start at j * WG_ROWS.
-var<workgroup> row_sums: array<f32, WG_ROWS * GEMV_ROWS>;
-
-// Row 0 always exists, so its work never waits for the step's row count: with GEMV_ROWS = 1
-// the count is not needed at all, and otherwise the weight loads and row 0 come before it.
-fn has_row(j: u32, rows: u32) -> bool {
-    return j == 0u || j < rows;
-}
+var<workgroup> row_sums: array<f32, WG_ROWS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -43,61 +32,35 @@ fn main(
     let g = lid / LANES;
     let lane = lid % LANES;
     let n0 = group * WG_ROWS + g * RPG;
-    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
-    var accs: array<vec4<f32>, GEMV_ROWS>;
-    var ss: array<vec4<f32>, ROW_SETS>;
+    var acc = vec4<f32>(0.0);
+    var ss = 0.0;
     for (var c = 0u; c < CHUNKS; c++) {
         let k = c * STRIDE + lane * 8u;
         if (k < K) {
-            var wv: array<W8, RPG>;
+            let i = k / 4u;
+            let xr = W8(x[i], x[i + 1u]);
+            ss += dot8(xr, xr);
+            let xv = gemv_weigh(xr, k);
             for (var r = 0u; r < RPG; r++) {
                 // Rows past N read row N - 1 (valid memory); their sums are never stored.
-                wv[r] = w_load8(min(n0 + r, N - 1u) * K + k);
-            }
-            for (var j = 0u; j < GEMV_ROWS; j++) {
-                if (has_row(j, rows)) {
-                    let i = (j * K + k) / 4u;
-                    let xr = W8(x[i], x[i + 1u]);
-                    ss[j / 4u][j % 4u] += dot8(xr, xr);
-                    let xv = gemv_weigh(xr, k);
-                    for (var r = 0u; r < RPG; r++) {
-                        accs[j][r] += dot8(wv[r], xv);
-                    }
-                }
+                acc[r] += dot8(w_load8(min(n0 + r, N - 1u) * K + k), xv);
             }
         }
     }
-    // The reductions hold barriers where subgroups do not cover a lane group: the conditions
-    // around them are the same in the whole workgroup.
-    var norms: array<vec4<f32>, ROW_SETS>;
+    var sums = lanes_sum(lid, lane, acc);
     if (NORMED) {
-        for (var s = 0u; s < ROW_SETS; s++) {
-            if (has_row(s * 4u, rows)) {
-                norms[s] = lanes_sum(lid, lane, ss[s]);
-            }
-        }
+        sums *= gemv_scale(lanes_sum(lid, lane, vec4<f32>(ss, 0.0, 0.0, 0.0)).x);
     }
-    for (var j = 0u; j < GEMV_ROWS; j++) {
-        if (has_row(j, rows)) {
-            let acc = accs[j];
-            var sums = lanes_sum(lid, lane, acc);
-            if (NORMED) {
-                sums *= gemv_scale(norms[j / 4u][j % 4u]);
-            }
-            if (lane == 0u) {
-                for (var r = 0u; r < RPG; r++) {
-                    row_sums[j * WG_ROWS + g * RPG + r] = sums[r];
-                }
-            }
+    if (lane == 0u) {
+        for (var r = 0u; r < RPG; r++) {
+            row_sums[g * RPG + r] = sums[r];
         }
     }
     workgroupBarrier();
-    for (var p = lid; p < GEMV_ROWS * WG_ROWS / 2u; p += WG_THREADS) {
-        let j = p / (WG_ROWS / 2u);
-        let o = (p % (WG_ROWS / 2u)) * 2u;
-        let n = group * WG_ROWS + o;
-        if (has_row(j, rows) && n < N) {
-            store_pair(j, n, row_sums[j * WG_ROWS + o], row_sums[j * WG_ROWS + o + 1u]);
+    if (lid < WG_ROWS / 2u) {
+        let n = group * WG_ROWS + lid * 2u;
+        if (n < N) {
+            store_pair(0u, n, row_sums[lid * 2u], row_sums[lid * 2u + 1u]);
         }
     }
 }

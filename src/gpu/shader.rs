@@ -33,6 +33,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/score_sum_one", include_str!("../../shaders/lib/score_sum_one.wgsl")),
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),
     ("lib/linear_gemv", include_str!("../../shaders/lib/linear_gemv.wgsl")),
+    ("lib/linear_gemv_batch", include_str!("../../shaders/lib/linear_gemv_batch.wgsl")),
     ("lib/linear_coop", include_str!("../../shaders/lib/linear_coop.wgsl")),
     ("lib/coop_b_direct", include_str!("../../shaders/lib/coop_b_direct.wgsl")),
     ("lib/coop_b_staged", include_str!("../../shaders/lib/coop_b_staged.wgsl")),

@@ -307,11 +307,10 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
         }
     };
-    let gemv = |rows: u32| {
-        let d = gemv_defs.clone().u32("GEMV_ROWS", rows);
-        assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat())
-    };
-    [gemv(1), gemv(GEMV_MAX_ROWS), tiled]
+    let one = assemble(name, &gemv_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat());
+    let batch_defs = gemv_defs.clone().u32("GEMV_ROWS", GEMV_MAX_ROWS);
+    let batch = assemble(name, &batch_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat());
+    [one, batch, tiled]
 }
 
 impl LinearKernels {
@@ -356,8 +355,9 @@ pub struct BoundLinear {
 }
 
 impl BoundLinear {
-    /// `buffers` go to bindings 0, 1 (x), 2, ...; `norm` (with a normalizing shape) to 15. The
-    /// tensor-core variant reads x as f16 rows from a scratch buffer shared by every linear
+    /// `buffers` go to bindings 0 (the step), 1 (x), 2, ...; `norm` (with a normalizing shape)
+    /// to 15. The one-row GEMV core reads nothing of the step, so its binding 0 is left out.
+    /// The tensor-core variant reads x as f16 rows from a scratch buffer shared by every linear
     /// kernel, written just before it.
     pub fn new(
         gpu: &Gpu,
@@ -368,7 +368,8 @@ impl BoundLinear {
         let entries: Vec<(u32, &wgpu::Buffer)> =
             buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
-        let (gemv, gemv_batch) = (kernels.gemv.bind_at(gpu, &with_norm), kernels.gemv_batch.bind_at(gpu, &with_norm));
+        let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
+        let gemv_batch = kernels.gemv_batch.bind_at(gpu, &with_norm);
         let (prefill, input_f16) = match kernels.coop {
             false => (kernels.prefill.bind_at(gpu, &with_norm), None),
             true => {
