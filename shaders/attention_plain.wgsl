@@ -18,7 +18,7 @@
 var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<private> kv_lo: u32;
-var<private> table: vec2<u32>;
+var<private> table: SeqTable;
 
 fn slot_at(j: u32) -> u32 {
     return kv_slot_in(table, kv_lo + j);
