@@ -230,10 +230,3 @@ pub struct Placement {
     /// Oldest position the sequence holds once the step's tokens are written.
     pub kv_lo: u32,
 }
-
-impl Placement {
-    /// Positions the sequence's last token of `n` attends to.
-    pub fn context(&self, n: u32) -> u32 {
-        self.start_pos + n - self.kv_lo
-    }
-}

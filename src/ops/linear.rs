@@ -386,10 +386,6 @@ impl BoundLinear {
         Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, input_f16 })
     }
 
-    pub fn name(&self) -> &'static str {
-        self.gemv.kernel.name
-    }
-
     /// Records the variant that suits `rows` rows.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         self.record_core(pass, Core::for_rows(rows), rows);
