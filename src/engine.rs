@@ -1,5 +1,6 @@
-//! The engine: a device, a loaded model, its tokenizer, and generation with timing. Front ends
-//! (CLI, console, server) drive it; it never prints.
+//! The engine: a device, a loaded model, its tokenizer, and the single stream's generation with
+//! timing (a batch of one through the same step as the batcher's). Front ends (CLI, console,
+//! server) drive it; it writes nothing to stdout (loading draws a progress bar on stderr).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
