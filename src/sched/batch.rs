@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::metrics::Recorder;
-use super::sequence::{SeqRequest, SeqStats, Sequence};
+use super::sequence::{token_at, SeqRequest, SeqStats, Sequence};
 use super::Priority;
 use crate::engine::{choice_for, Engine, Finish};
 use crate::kv::{KvLayout, Placement};
@@ -221,7 +221,7 @@ impl Batcher {
             seq.awaiting -= 1;
             let token = match logits {
                 Some(mut l) => {
-                    let seen: Vec<u32> = (0..seq.len()).map(|i| seq.token(i)).collect();
+                    let seen = seq.tokens();
                     seq.sampler.sample(&mut l, &seen)
                 }
                 None => id,
@@ -229,8 +229,10 @@ impl Batcher {
             seq.push(token);
             events.push(SeqEvent::Token { id: request, token });
             let (prompt, output) = (&seq.req.prompt_ids, &seq.output);
-            let token = |i: usize| if i < prompt.len() { prompt[i] } else { output[i - prompt.len()] };
-            engine.forward.kv.index_full_blocks(&mut seq.kv, seq.req.prompt_ids.len() + seq.output.len(), token);
+            engine
+                .forward
+                .kv
+                .index_full_blocks(&mut seq.kv, prompt.len() + output.len(), |i| token_at(prompt, output, i));
             if let Some(finish) = self.finished(engine, i) {
                 done.push((i, finish));
             }
@@ -325,7 +327,7 @@ impl Batcher {
             let mut seq = self.waiting.remove(best);
             seq.kv = blocks;
             // A prompt starting with indexed blocks takes them instead of running them.
-            let tokens: Vec<u32> = (0..seq.len()).map(|i| seq.token(i)).collect();
+            let tokens = seq.tokens();
             seq.stats.prefix_hit_tokens += kv.share_prefix(&mut seq.kv, &tokens) as usize;
             seq.admitted.get_or_insert(now);
             self.admissions += 1;

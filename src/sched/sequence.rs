@@ -95,12 +95,12 @@ impl Sequence {
     }
 
     pub fn token(&self, i: usize) -> u32 {
-        let p = &self.req.prompt_ids;
-        if i < p.len() {
-            p[i]
-        } else {
-            self.output[i - p.len()]
-        }
+        token_at(&self.req.prompt_ids, &self.output, i)
+    }
+
+    /// Prompt and output so far, as one list.
+    pub fn tokens(&self) -> Vec<u32> {
+        self.req.prompt_ids.iter().chain(&self.output).copied().collect()
     }
 
     /// Tokens whose keys and values still have to run (known tokens only).
@@ -127,6 +127,16 @@ impl Sequence {
         s.queued_ms = self.admitted.map_or(0.0, |a| ms(self.arrived, a));
         s.total_ms = ms(self.arrived, self.last_token.unwrap_or_else(Instant::now));
         s
+    }
+}
+
+/// Token `i` of a sequence: of its prompt, then of its output (a function of the two lists, so
+/// it can be used while the sequence's KV memory is borrowed apart).
+pub(crate) fn token_at(prompt: &[u32], output: &[u32], i: usize) -> u32 {
+    if i < prompt.len() {
+        prompt[i]
+    } else {
+        output[i - prompt.len()]
     }
 }
 
