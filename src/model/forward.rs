@@ -264,10 +264,13 @@ impl Forward {
     }
 
     /// Queues a step on the GPU without waiting for it; `finish` reads its result. One step may
-    /// be queued behind another (decode fed by `Batch::chosen`), except while profiling. The
-    /// caller has made room for the rows' positions (`KvCache::grow`).
+    /// be queued behind another (decode fed by `Batch::chosen`), except while profiling or when
+    /// it brings logits back. The caller has made room for the rows' positions
+    /// (`KvCache::grow`).
     pub fn submit(&mut self, gpu: &Gpu, batch: &Batch) -> Result<PendingStep> {
-        if self.in_flight >= 2 || (self.in_flight == 1 && self.profiling()) {
+        // One logits read-back buffer: a step bringing logits back queues behind nothing.
+        let logits_back = batch.outs.iter().any(|o| o.choice == Choice::Logits);
+        if self.in_flight >= 2 || (self.in_flight == 1 && (self.profiling() || logits_back)) {
             bail!("a step is already queued (a bug in the caller)");
         }
         let n = batch.n_rows();
