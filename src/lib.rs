@@ -12,4 +12,5 @@ pub mod model;
 pub mod ops;
 pub mod sampling;
 pub mod sched;
+pub mod serve;
 pub mod tokenizer;

@@ -7,6 +7,7 @@ mod bench_sweep;
 mod chat;
 mod generate;
 mod info;
+mod serve;
 mod tune;
 
 use std::path::PathBuf;
@@ -45,6 +46,8 @@ enum Command {
     Tune(tune::TuneArgs),
     /// Run a file of requests (JSON lines) through the continuous batcher.
     Batch(batch::BatchArgs),
+    /// Serve the OpenAI API (chat and text completions, streaming) over HTTP.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -169,6 +172,7 @@ pub fn run() -> Result<()> {
         Command::Bench(a) => bench::run(&a),
         Command::Tune(a) => tune::run(&a),
         Command::Batch(a) => batch::run(&a),
+        Command::Serve(a) => serve::run(&a),
     }
 }
 

@@ -34,6 +34,9 @@ pub enum Command {
     /// requests have finished.
     Load(PathBuf, Box<EngineOptions>),
     Submit(GenRequest),
+    /// A request already in token ids (a server tokenizes on its side to check the prompt's
+    /// length before answering).
+    SubmitIds(SeqRequest),
     /// Stop a request, waiting or running.
     Cancel(u64),
     Shutdown,
@@ -49,6 +52,10 @@ pub struct RequestStats {
     pub decode_tok_s: f64,
     pub tokens: usize,
     pub finish: Finish,
+    pub prompt_tokens: usize,
+    /// Gaps between consecutive tokens, and arrival to the last token (ms).
+    pub itl_ms: Vec<f64>,
+    pub total_ms: f64,
 }
 
 impl RequestStats {
@@ -62,6 +69,9 @@ impl RequestStats {
             decode_tok_s: if decode_ms > 0.0 { s.itl_ms.len() as f64 / decode_ms * 1e3 } else { 0.0 },
             tokens: s.tokens,
             finish: s.finish,
+            prompt_tokens: s.prompt_tokens,
+            itl_ms: s.itl_ms.clone(),
+            total_ms: s.total_ms,
         }
     }
 }
@@ -131,6 +141,12 @@ impl Worker {
 
     pub fn send(&self, c: Command) {
         let _ = self.tx.send(c);
+    }
+
+    /// A sender of commands for other threads (the server's handlers), while one thread reads
+    /// the events.
+    pub fn commands(&self) -> Sender<Command> {
+        self.tx.clone()
     }
 }
 
@@ -216,6 +232,13 @@ impl EngineThread {
             Command::Submit(req) => {
                 if let Err(e) = self.submit(&req) {
                     self.emit(Event::Failed { id: req.id, error: format!("{e:#}") });
+                }
+                self.send_metrics();
+            }
+            Command::SubmitIds(req) => {
+                match self.model.as_mut() {
+                    Some((_, batcher)) => batcher.submit(req),
+                    None => self.emit(Event::Failed { id: req.id, error: "no model is loaded".into() }),
                 }
                 self.send_metrics();
             }

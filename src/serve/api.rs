@@ -1,0 +1,408 @@
+//! The OpenAI API's shapes, without HTTP: a completion request as it arrives (JSON, checked
+//! field by field), what it asks of the engine, the answers and chunks, and errors in OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}` shape with their HTTP status.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::sampling::SamplingParams;
+use crate::sched::Priority;
+use crate::tokenizer::Message;
+
+/// Most stop strings in one request.
+const MAX_STOPS: usize = 16;
+
+/// An error answer: its HTTP status and OpenAI's fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+    pub kind: &'static str,
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// A 400 about request field `param`.
+    pub fn invalid(param: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 400,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            code: None,
+        }
+    }
+
+    pub fn new(status: u16, kind: &'static str, code: Option<&'static str>, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into(), kind, param: None, code }
+    }
+
+    pub fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+/// Which endpoint: `/v1/chat/completions` or `/v1/completions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Text,
+}
+
+/// A chat message's `content`: a string, or a list of parts of which only text is understood.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChatMessage {
+    role: String,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+/// Both endpoints' bodies (they share every field but the prompt). Fields OpenAI defines that
+/// change nothing here (`user`, `logit_bias` ...) are ignored, as other servers do.
+#[derive(Deserialize)]
+struct Body {
+    model: String,
+    messages: Option<Vec<ChatMessage>>,
+    prompt: Option<Value>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i64>,
+    seed: Option<u64>,
+    stop: Option<Stop>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    n: Option<u32>,
+    frequency_penalty: Option<f32>,
+    presence_penalty: Option<f32>,
+    repetition_penalty: Option<f32>,
+    logprobs: Option<Value>,
+    top_logprobs: Option<u32>,
+    echo: Option<bool>,
+    priority: Option<Priority>,
+}
+
+/// What the prompt is, before tokenizing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Chat(Vec<Message>),
+    Text(String),
+}
+
+/// A checked request: what to run and how to answer.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub model: String,
+    pub prompt: Prompt,
+    pub max_tokens: Option<usize>,
+    /// Sampling; `seed` is `None` when the request left it to the server.
+    pub sampling: SamplingParams,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub priority: Priority,
+}
+
+impl Request {
+    /// Parses and checks a request body for `endpoint`; every problem is a 400 naming its
+    /// field.
+    pub fn parse(endpoint: Endpoint, bytes: &[u8]) -> Result<Request, ApiError> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let body: Body = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                ApiError::new(400, "invalid_request_error", None, format!("the body is not valid JSON: {inner}"))
+            } else if path == "." {
+                ApiError::new(400, "invalid_request_error", None, format!("the body: {inner}"))
+            } else {
+                ApiError::invalid(&path, format!("{path}: {inner}"))
+            }
+        })?;
+        body.check(endpoint)
+    }
+}
+
+impl Body {
+    fn check(self, endpoint: Endpoint) -> Result<Request, ApiError> {
+        let prompt = match endpoint {
+            Endpoint::Chat => Prompt::Chat(chat_messages(self.messages)?),
+            Endpoint::Text => Prompt::Text(match self.prompt {
+                Some(Value::String(s)) => s,
+                // A list of one string is the same prompt.
+                Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => a[0].as_str().unwrap_or_default().into(),
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        "prompt",
+                        "prompt must be a string (token ids and several prompts are not supported)",
+                    ))
+                }
+                None => return Err(ApiError::invalid("prompt", "prompt is required")),
+            }),
+        };
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::invalid("n", "only n = 1 is supported"));
+        }
+        if !matches!(self.logprobs, None | Some(Value::Null) | Some(Value::Bool(false))) || self.top_logprobs.is_some()
+        {
+            return Err(ApiError::invalid("logprobs", "logprobs and top_logprobs are not supported yet"));
+        }
+        if self.echo == Some(true) {
+            return Err(ApiError::invalid("echo", "echo is not supported"));
+        }
+        for (name, v) in [("frequency_penalty", self.frequency_penalty), ("presence_penalty", self.presence_penalty)] {
+            if v.is_some_and(|v| v != 0.0) {
+                return Err(ApiError::invalid(
+                    name,
+                    format!("{name} is not supported; use repetition_penalty (> 1 makes seen tokens less likely)"),
+                ));
+            }
+        }
+        let temperature = self.temperature.unwrap_or(1.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ApiError::invalid("temperature", format!("temperature must be in [0, 2], got {temperature}")));
+        }
+        let top_p = self.top_p.unwrap_or(1.0);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(ApiError::invalid("top_p", format!("top_p must be in (0, 1], got {top_p}")));
+        }
+        // -1 (vLLM's spelling) and 0 both mean no limit.
+        let top_k = match self.top_k.unwrap_or(0) {
+            k if k < -1 => return Err(ApiError::invalid("top_k", format!("top_k must be -1, 0 or positive, got {k}"))),
+            k => k.max(0) as usize,
+        };
+        let repetition_penalty = self.repetition_penalty.unwrap_or(1.0);
+        if !(repetition_penalty > 0.0 && repetition_penalty.is_finite()) {
+            return Err(ApiError::invalid("repetition_penalty", "repetition_penalty must be positive"));
+        }
+        let max_tokens = match (self.max_tokens, self.max_completion_tokens) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ApiError::invalid("max_tokens", "max_tokens and max_completion_tokens differ"))
+            }
+            (Some(0), _) | (_, Some(0)) => {
+                return Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1"))
+            }
+            (a, b) => a.or(b).map(|m| m as usize),
+        };
+        let stop = match self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s],
+            Some(Stop::Many(v)) => v,
+        };
+        if stop.len() > MAX_STOPS || stop.iter().any(String::is_empty) {
+            return Err(ApiError::invalid("stop", format!("stop takes at most {MAX_STOPS} non-empty strings")));
+        }
+        let stream = self.stream.unwrap_or(false);
+        if self.stream_options.is_some() && !stream {
+            return Err(ApiError::invalid("stream_options", "stream_options needs stream: true"));
+        }
+        Ok(Request {
+            model: self.model,
+            prompt,
+            max_tokens,
+            sampling: SamplingParams { temperature, top_k, top_p, repetition_penalty, seed: self.seed.unwrap_or(0) },
+            seed: self.seed,
+            stop,
+            stream,
+            include_usage: self.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
+            priority: self.priority.unwrap_or(Priority::Interactive),
+        })
+    }
+}
+
+fn chat_messages(messages: Option<Vec<ChatMessage>>) -> Result<Vec<Message>, ApiError> {
+    let messages = messages.ok_or_else(|| ApiError::invalid("messages", "messages is required"))?;
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages", "messages must not be empty"));
+    }
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let content = match m.content {
+                None => String::new(),
+                Some(Content::Text(t)) => t,
+                Some(Content::Parts(parts)) => {
+                    let mut text = String::new();
+                    for p in parts {
+                        match (p.kind.as_str(), p.text) {
+                            ("text", Some(t)) => text.push_str(&t),
+                            (kind, _) => {
+                                return Err(ApiError::invalid(
+                                    &format!("messages[{i}].content"),
+                                    format!(
+                                        "messages[{i}]: content parts of type {kind:?} are not supported (text only)"
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                    text
+                }
+            };
+            Ok(Message::new(&m.role, &content))
+        })
+        .collect()
+}
+
+/// `usage` of an answer.
+pub fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
+    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens})
+}
+
+/// Where an answer's fields differ between the two endpoints.
+impl Endpoint {
+    /// The answer's `id` prefix.
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chatcmpl-",
+            Endpoint::Text => "cmpl-",
+        }
+    }
+
+    fn object(self, chunk: bool) -> &'static str {
+        match (self, chunk) {
+            (Endpoint::Chat, false) => "chat.completion",
+            (Endpoint::Chat, true) => "chat.completion.chunk",
+            // Legacy completions stream objects of the same type.
+            (Endpoint::Text, _) => "text_completion",
+        }
+    }
+
+    /// The whole answer.
+    pub fn answer(self, head: &Head, text: &str, finish: &str, usage: Value) -> Value {
+        let choice = match self {
+            Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text},
+                "logprobs": null, "finish_reason": finish}),
+            Endpoint::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+        };
+        head.object(self.object(false), vec![choice], Some(usage))
+    }
+
+    /// A streamed chunk: new text (a chat's first chunk also names the role), or the end with
+    /// its finish reason.
+    pub fn chunk(self, head: &Head, text: &str, first: bool, finish: Option<&str>) -> Value {
+        let choice = match self {
+            Endpoint::Chat => {
+                let delta = match (first, finish) {
+                    (_, Some(_)) => json!({}),
+                    (true, None) => json!({"role": "assistant", "content": text}),
+                    (false, None) => json!({"content": text}),
+                };
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+            }
+            Endpoint::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+        };
+        head.object(self.object(true), vec![choice], None)
+    }
+
+    /// The chunk after the last one when `stream_options.include_usage` asks for it.
+    pub fn usage_chunk(self, head: &Head, usage: Value) -> Value {
+        head.object(self.object(true), Vec::new(), Some(usage))
+    }
+}
+
+/// What every object of one answer shares.
+pub struct Head {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
+
+impl Head {
+    fn object(&self, object: &str, choices: Vec<Value>, usage: Option<Value>) -> Value {
+        let mut v = json!({"id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": choices});
+        if let Some(u) = usage {
+            v["usage"] = u;
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(endpoint: Endpoint, body: &str) -> Result<Request, ApiError> {
+        Request::parse(endpoint, body.as_bytes())
+    }
+
+    #[test]
+    fn wrong_types_name_their_field() {
+        let e = parse(Endpoint::Chat, r#"{"model": "m", "messages": [], "temperature": "hot"}"#).unwrap_err();
+        assert_eq!((e.status, e.param.as_deref()), (400, Some("temperature")));
+        assert!(e.message.starts_with("temperature: invalid type"), "{}", e.message);
+        let e = parse(Endpoint::Chat, r#"{"model": "m", "messages": [{"role": "user", "content": 3}]}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("messages[0].content"));
+    }
+
+    #[test]
+    fn malformed_json_and_missing_fields() {
+        let e = parse(Endpoint::Chat, r#"{"model": "m", "#).unwrap_err();
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        let e = parse(Endpoint::Chat, r#"{"messages": [{"role": "user", "content": "hi"}]}"#).unwrap_err();
+        assert!(e.message.contains("missing field `model`"), "{}", e.message);
+        let e = parse(Endpoint::Text, r#"{"model": "m"}"#).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("prompt"));
+    }
+
+    #[test]
+    fn unsupported_choices_are_refused() {
+        for (body, param) in [
+            (r#"{"model": "m", "prompt": "a", "n": 2}"#, "n"),
+            (r#"{"model": "m", "prompt": "a", "logprobs": 1}"#, "logprobs"),
+            (r#"{"model": "m", "prompt": "a", "presence_penalty": 0.5}"#, "presence_penalty"),
+            (r#"{"model": "m", "prompt": "a", "max_tokens": 0}"#, "max_tokens"),
+            (r#"{"model": "m", "prompt": "a", "stop": [""]}"#, "stop"),
+            (r#"{"model": "m", "prompt": "a", "top_p": 0}"#, "top_p"),
+        ] {
+            let e = parse(Endpoint::Text, body).unwrap_err();
+            assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}");
+        }
+    }
+
+    #[test]
+    fn fields_reach_the_request() {
+        let r = parse(
+            Endpoint::Chat,
+            r#"{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "max_completion_tokens": 7, "temperature": 0, "top_k": -1, "seed": 5, "stop": "x",
+                "stream": true, "stream_options": {"include_usage": true}, "priority": "background"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.prompt, Prompt::Chat(vec![Message::new("user", "hi")]));
+        assert_eq!((r.max_tokens, r.seed, r.stop.clone()), (Some(7), Some(5), vec!["x".to_string()]));
+        assert_eq!((r.sampling.temperature, r.sampling.top_k), (0.0, 0));
+        assert!(r.stream && r.include_usage && r.priority == Priority::Background);
+    }
+}
