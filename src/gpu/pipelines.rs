@@ -33,10 +33,18 @@ impl Kernel {
             return Ok(Kernel { name, pipeline: p.clone() });
         }
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: Some(name),
             source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-        });
+        };
+        // naga bounds every loop with a hidden counter by default (against infinite loops in
+        // untrusted shaders); the extra exit stops drivers from unrolling constant-count loops,
+        // so per-row sums kept in arrays went to memory (wgpu#7698; the batched GEMV ran 2-4x
+        // slower, docs/PERF.md). Every loop here has a bound; bounds checks stay on.
+        let checks = wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() };
+        // SAFETY: the kernels are this crate's own WGSL, and each of their loops terminates
+        // (constant counts, or counts read from a uniform or a plan the engine writes).
+        let module = unsafe { gpu.device.create_shader_module_trusted(desc, checks) };
         let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(name),
             layout: None,
