@@ -4,14 +4,13 @@
 // Each lane takes 8 values of a weight row per step (one 16-byte load for f16), strided by
 // LANES * 8 so the group reads each row coalesced; a step issues RPG independent loads and uses
 // them for every row of x (llama.cpp's mul_mat_vec: each weight is read once per step, however
-// many sequences decode in it). The group's partial sums are reduced by lanes_sum (subgroup
-// shuffles where LANES fits in a subgroup: no barrier), and outputs reach the kernel's
-// store_pair as pairs (n, n + 1).
+// many sequences decode in it). The group's partial sums of every row are reduced together
+// with one barrier, and outputs reach the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end
 // (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
+// piece; lanes_parts, lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS,
 // GEMV_ROWS (the most rows a step gives this core: Core::for_rows never gives it more);
 // WG_ROWS is even.
@@ -24,6 +23,10 @@ const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
 // x^2 sums of four rows share a vec4 (one lane-group reduction for four rows).
 const ROW_SETS: u32 = (GEMV_ROWS + 3u) / 4u;
 
+// Sums reduced over lane groups: a row's dot products, then (NORMED) x^2 sums of four rows.
+const SUMS: u32 = GEMV_ROWS + select(0u, ROW_SETS, NORMED);
+// Shares of each sum, MAX_PARTS per lane group (lib/lanes_*).
+var<workgroup> parts: array<vec4<f32>, SUMS * GROUPS * MAX_PARTS>;
 // The outputs of row j of this workgroup start at j * WG_ROWS.
 var<workgroup> row_sums: array<f32, WG_ROWS * GEMV_ROWS>;
 
@@ -68,28 +71,42 @@ fn main(
             }
         }
     }
-    // The reductions hold barriers where subgroups do not cover a lane group: the conditions
-    // around them are the same in the whole workgroup.
-    var norms: array<vec4<f32>, ROW_SETS>;
-    if (NORMED) {
-        for (var s = 0u; s < ROW_SETS; s++) {
-            if (has_row(s * 4u, rows)) {
-                norms[s] = lanes_sum(lid, lane, ss[s]);
-            }
+    // Every row's sums (and x^2 sums) meet with one barrier: each part of a lane group
+    // (lanes_part) leaves its share in workgroup memory, then one invocation per row and lane
+    // group adds the shares. Summing all GEMV_ROWS rows whatever the step's count keeps
+    // the subgroup operations out of branches (rows past it hold zeros): per-row reductions
+    // behind conditions and barriers made 8 rows take 1.5x as long (docs/PERF.md).
+    let n_parts = lanes_parts();
+    let part = LANES / n_parts;
+    for (var j = 0u; j < SUMS; j++) {
+        var v = vec4<f32>(0.0);
+        if (j < GEMV_ROWS) {
+            v = accs[j];
+        } else if (NORMED) {
+            v = ss[j - GEMV_ROWS];
+        }
+        let s = lanes_part(lid, lane, v);
+        if (lane % part == 0u) {
+            parts[(j * GROUPS + g) * MAX_PARTS + lane / part] = s;
         }
     }
-    for (var j = 0u; j < GEMV_ROWS; j++) {
-        if (has_row(j, rows)) {
-            let acc = accs[j];
-            var sums = lanes_sum(lid, lane, acc);
+    workgroupBarrier();
+    for (var p = lid; p < GEMV_ROWS * GROUPS; p += WG_THREADS) {
+        let j = p / GROUPS;
+        let gg = p % GROUPS;
+        var t = vec4<f32>(0.0);
+        var nss = vec4<f32>(0.0);
+        for (var q = 0u; q < n_parts; q++) {
+            t += parts[p * MAX_PARTS + q];
             if (NORMED) {
-                sums *= gemv_scale(norms[j / 4u][j % 4u]);
+                nss += parts[((GEMV_ROWS + j / 4u) * GROUPS + gg) * MAX_PARTS + q];
             }
-            if (lane == 0u) {
-                for (var r = 0u; r < RPG; r++) {
-                    row_sums[j * WG_ROWS + g * RPG + r] = sums[r];
-                }
-            }
+        }
+        if (NORMED) {
+            t *= gemv_scale(nss[j % 4u]);
+        }
+        for (var r = 0u; r < RPG; r++) {
+            row_sums[j * WG_ROWS + gg * RPG + r] = t[r];
         }
     }
     workgroupBarrier();

@@ -425,7 +425,8 @@ impl StepTable {
                         };
                         let variant = match core {
                             Core::Prefill => "-".to_string(),
-                            _ => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
+                            Core::GemvBatch => cfg.gemv_batch_shape(cols as u32, rows as u32).to_string(),
+                            Core::Gemv => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
                         };
                         let bytes = bench.step_bytes(step_rows);
                         let gbs = bytes as f64 / median;

@@ -49,6 +49,10 @@ pub(super) struct SweepArgs {
     json: bool,
     #[arg(long)]
     adapter: Option<usize>,
+    /// Time every kernel with GPU timestamps and print the breakdown of each concurrency's
+    /// last step to stderr.
+    #[arg(long)]
+    profile: bool,
 }
 
 /// One concurrency's results.
@@ -75,7 +79,8 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let context = (a.prompt + a.answer + 16) as u32;
     let parallel = max_b + a.background;
     let kv = KvOptions { layout: KvLayout::Paged, context, parallel, ..Default::default() };
-    let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(parallel), ..Default::default() };
+    let forward =
+        ForwardOptions { kv, max_rows: a.max_batch_tokens.max(parallel), profile: a.profile, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
@@ -140,6 +145,10 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         }
         let secs = last_finish.duration_since(t0).as_secs_f64();
         let rows_per_step = batcher.metrics.summary().rows_per_step;
+        if a.profile {
+            eprintln!("B = {b}, last step ({} rows):", batcher.last_rows);
+            super::print_profile(&engine.forward);
+        }
         Ok(Point { b, requests, secs, tokens, ttft_ms, latency_ms, itl_ms, rows_per_step })
     };
     // Warm-up (every pipeline compiled, clocks up), then T1: one request alone.

@@ -64,6 +64,18 @@ impl GemvShape {
         GemvShape { lanes, rows: 1, threads: 256 }
     }
 
+    /// The default for the batched core (2 to GEMV_MAX_ROWS rows), from the H200 sweep in
+    /// docs/PERF.md: two outputs per lane group, lane groups of 32 for many outputs, 128 for a
+    /// long k, else 64.
+    pub fn heuristic_batch(k: u32, n: u32) -> GemvShape {
+        let lanes = match () {
+            _ if n >= 8192 => 32,
+            _ if k >= 4096 => 128,
+            _ => 64,
+        };
+        GemvShape { lanes, rows: 2, threads: 256 }
+    }
+
     /// Outputs per workgroup.
     pub fn workgroup_rows(&self) -> u32 {
         self.threads / self.lanes * self.rows
@@ -189,6 +201,12 @@ impl LinearConfig {
         LinearConfig { tuned: tuned.map(tune::intern), ..Self::for_adapter(&gpu.caps) }
     }
 
+    /// The batched GEMV core's shape for a `[n, k]` weight: the forced one, else the heuristic's
+    /// (`wginfer tune` measures the one-row core only).
+    pub fn gemv_batch_shape(&self, k: u32, n: u32) -> GemvShape {
+        self.gemv.unwrap_or_else(|| GemvShape::heuristic_batch(k, n))
+    }
+
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
     /// else the heuristic's.
     pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
@@ -209,7 +227,8 @@ pub struct LinearKernels {
     n: u32,
     /// (rows, columns) of one workgroup's output tile in the tiled variant.
     tile: (u32, u32),
-    gemv_rows: u32,
+    /// Outputs per workgroup of the one-row and the batched GEMV cores.
+    gemv_rows: (u32, u32),
 }
 
 /// An RMSNorm fused into a linear kernel's input: its weight (f32, one per input column).
@@ -245,8 +264,12 @@ pub struct LinearShape {
 /// subgroup sums when it spans whole subgroups, else workgroup memory.
 fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'static str, Defs) {
     match subgroups {
-        Some((smallest, _)) if lanes <= smallest => ("lib/lanes_subgroup", defs.bool("SHUFFLE", true)),
-        Some((_, largest)) if lanes >= largest => ("lib/lanes_subgroup", defs.bool("SHUFFLE", false)),
+        Some((smallest, _)) if lanes <= smallest => {
+            ("lib/lanes_subgroup", defs.bool("SHUFFLE", true).u32("SG_MIN", smallest))
+        }
+        Some((smallest, largest)) if lanes >= largest => {
+            ("lib/lanes_subgroup", defs.bool("SHUFFLE", false).u32("SG_MIN", smallest))
+        }
         _ => ("lib/lanes_portable", defs),
     }
 }
@@ -272,8 +295,10 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
         Some(_) => base.clone().u32("NORM_ROWS", rows).u32("NORM_THREADS", threads),
         None => base.clone(),
     };
-    let gemv_defs = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
-    let (lanes, gemv_defs) = lanes_piece(g.lanes, cfg.subgroups, gemv_defs);
+    let gemv_defs = |g: GemvShape| {
+        let d = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
+        lanes_piece(g.lanes, cfg.subgroups, d)
+    };
     let w = weight.libs();
     let (tm, tn) = cfg.prefill_tile(weight, s);
     let tiled = match cfg.coop_for(weight, s.k, s.n) {
@@ -307,8 +332,10 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
             assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
         }
     };
-    let one = assemble(name, &gemv_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat());
-    let batch_defs = gemv_defs.clone().u32("GEMV_ROWS", GEMV_MAX_ROWS);
+    let (lanes, one_defs) = gemv_defs(g);
+    let one = assemble(name, &one_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat());
+    let (lanes, batch_defs) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n));
+    let batch_defs = batch_defs.u32("GEMV_ROWS", GEMV_MAX_ROWS);
     let batch = assemble(name, &batch_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat());
     [one, batch, tiled]
 }
@@ -331,14 +358,17 @@ impl LinearKernels {
             (Kernel::get(gpu, name, g1)?, Kernel::get(gpu, name, g8)?, Kernel::get(gpu, name, p)?);
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
         let tile = cfg.prefill_tile(weight, shape);
-        let gemv_rows = gemv_shape.workgroup_rows();
+        let batch_shape = cfg.gemv_batch_shape(shape.k, shape.n);
+        batch_shape.check()?;
+        let gemv_rows = (gemv_shape.workgroup_rows(), batch_shape.workgroup_rows());
         Ok(LinearKernels { gemv, gemv_batch, prefill, coop, k: shape.k, n: shape.n, tile, gemv_rows })
     }
 
     /// Workgroup counts of `core` on `rows` rows.
     fn workgroups(&self, core: Core, rows: u32) -> [u32; 3] {
         match core {
-            Core::Gemv | Core::GemvBatch => grid(groups(self.n, self.gemv_rows)),
+            Core::Gemv => grid(groups(self.n, self.gemv_rows.0)),
+            Core::GemvBatch => grid(groups(self.n, self.gemv_rows.1)),
             Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
         }
     }
