@@ -3,7 +3,7 @@
 
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::ops::attention::DEFAULT_THRESHOLD;
-use wginfer::ops::linear::{sources, Core, GemvShape, LinearConfig, LinearShape, Rows};
+use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
 use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::{
@@ -27,7 +27,7 @@ fn every_kernel_variant_validates() {
     let shuffle = LinearConfig { subgroups: Some((32, 32)), ..portable };
     let spanning = LinearConfig { subgroups: Some((8, 8)), ..portable };
     let wide = GemvShape { lanes: 256, rows: 2, threads: 256 };
-    let coop = LinearConfig { coop: Some(32), ..shuffle };
+    let coop = LinearConfig { coop: Some(32), coop_split: true, ..shuffle };
     let configs: Vec<LinearConfig> = [portable, shuffle, spanning, coop]
         .into_iter()
         .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
@@ -45,8 +45,7 @@ fn every_kernel_variant_validates() {
             for cfg in &configs {
                 for norm_eps in [None, Some(1e-6)] {
                     let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps };
-                    let cores = [Core::Gemv, Core::GemvBatch, Core::Prefill];
-                    for (core, src) in cores.iter().zip(sources(name, &defs, ty, &shape, cfg)) {
+                    for (core, src) in sources(name, &defs, ty, &shape, cfg) {
                         validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} {core:?}"), &src);
                     }
                 }

@@ -403,28 +403,32 @@ impl StepTable {
                 "limit"
             );
         }
-        let cases: Vec<(u32, Core)> = STEP_ROWS
+        // None: the core a step of these rows runs (`BoundLinear::core_for`).
+        let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                let crossover = (r == GEMV_MAX_ROWS).then_some((r, Core::Prefill));
-                std::iter::once((r, Core::for_rows(r))).chain(crossover)
+                let crossover = (r == GEMV_MAX_ROWS).then_some((r, Some(Core::Prefill)));
+                std::iter::once((r, None)).chain(crossover)
             })
             .collect();
         for &(model, matrix, rows, cols) in shapes {
             for &ty in types {
                 let Some(bench) = GemvBench::new(gpu, matrix, ty, rows, cols, self.quick)? else { continue };
                 for (i, cfg) in configs.iter().enumerate() {
-                    for &(step_rows, core) in cases.iter().filter(|(_, c)| i == 0 || *c != Core::Prefill) {
-                        let (median, spread) =
+                    // The other configurations change the GEMV cores only.
+                    let gemv_only = |&&(r, c): &&(u32, Option<Core>)| c.is_none() && r <= GEMV_MAX_ROWS;
+                    for &(step_rows, core) in cases.iter().filter(|c| i == 0 || gemv_only(c)) {
+                        let (median, spread, core) =
                             bench.time_core(gpu, prof, cfg, (step_rows, core), self.reps, self.quick)?;
                         let core_name = match core {
+                            Core::Split => "coop_split",
                             Core::Gemv => "gemv",
                             Core::GemvBatch => "gemv_batch",
                             Core::Prefill if cfg.coop_for(ty, cols as u32, rows as u32).is_some() => "coop",
                             Core::Prefill => "tiled",
                         };
                         let variant = match core {
-                            Core::Prefill => "-".to_string(),
+                            Core::Prefill | Core::Split => "-".to_string(),
                             Core::GemvBatch => cfg.gemv_batch_shape(cols as u32, rows as u32).to_string(),
                             Core::Gemv => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
                         };
@@ -537,16 +541,17 @@ impl GemvBench {
         time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record(pass, 1))
     }
 
-    /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part).
+    /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part; by
+    /// default the one such a step runs), which it returns.
     fn time_core(
         &self,
         gpu: &Gpu,
         prof: &mut Profiler,
         cfg: &LinearConfig,
-        (rows, core): (u32, Core),
+        (rows, core): (u32, Option<Core>),
         reps: u32,
         quick: bool,
-    ) -> Result<(f64, f64)> {
+    ) -> Result<(f64, f64, Core)> {
         Step { n_tokens: rows, n_out: 1, ..Default::default() }.write(gpu, &self.step);
         let ops = self
             .ws
@@ -557,7 +562,11 @@ impl GemvBench {
                 BoundLinear::new(gpu, k, &[&self.step, &self.x, w.single()?, &self.y], None)
             })
             .collect::<Result<Vec<_>>>()?;
-        time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| ops[i].record_core(pass, core, rows))
+        let core = core.unwrap_or_else(|| ops[0].core_for(rows));
+        let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {
+            ops[i].record_core(pass, core, rows)
+        })?;
+        Ok((median, spread, core))
     }
 }
 

@@ -117,7 +117,17 @@ pub enum Core {
     GemvBatch,
     /// The tensor-core or tiled core: more rows (prefill, large batches).
     Prefill,
+    /// The tensor-core core with narrower tiles and k split over more subgroups: more
+    /// workgroups, each with a shorter loop, for steps of up to SPLIT_MAX_ROWS rows on weights of
+    /// fewer than SPLIT_MAX_N outputs, where the prefill tiles leave most of the GPU idle
+    /// (`LinearKernels::core_for` chooses it where the adapter has tensor cores).
+    Split,
 }
+
+/// Steps of up to this many rows (past the GEMV cores) take `Core::Split` where it exists.
+pub const SPLIT_MAX_ROWS: u32 = 64;
+/// Weights with this many outputs or more keep the prefill core: it has workgroups enough.
+pub const SPLIT_MAX_N: u32 = 16384;
 
 impl Core {
     /// The core for a step of `rows` rows.
@@ -142,35 +152,54 @@ pub struct LinearConfig {
     /// The subgroup size when prefill matmuls run on tensor cores (lib/linear_coop) instead of
     /// the tiled core.
     pub coop: Option<u32>,
+    /// `Core::Split` exists (tensor cores, and workgroup memory for its shape).
+    pub coop_split: bool,
     /// GEMV shapes `wginfer tune` measured on this adapter (see ops/tune.rs); weights not in it
     /// get the heuristic.
     pub tuned: Option<&'static GemvTable>,
 }
 
-/// The tensor-core core's workgroup: COOP_SGM x COOP_SGN blocks of 32 x 32 outputs, each
-/// shared by COOP_SGK subgroups that split k between them (so weights with few rows still give
-/// every SM enough subgroups); the best of eight shapes on the H200 for every Qwen2.5-0.5B
-/// weight (docs/PERF.md). Quantized weights are dequantized into workgroup memory in k slices
-/// of COOP_TK.
-const COOP_SGM: u32 = 1;
-const COOP_SGN: u32 = 2;
-const COOP_SGK: u32 = 2;
-const COOP_TK: u32 = 64;
+/// A workgroup shape of the tensor-core core (lib/linear_coop): sgm x sgn blocks of 32 x 32
+/// outputs, each shared by sgk subgroups that split k between them; quantized weights are
+/// dequantized into workgroup memory in k slices of tk.
+#[derive(Clone, Copy, Debug)]
+struct CoopShape {
+    sgm: u32,
+    sgn: u32,
+    sgk: u32,
+    tk: u32,
+}
 
-/// Workgroup memory of the tensor-core core: the f32 output tile of each k share and, for
-/// quantized weights, a W slice (f16, rows TK + 8 apart).
-fn coop_workgroup_bytes() -> u32 {
-    let (tm, tn) = (32 * COOP_SGM, 32 * COOP_SGN);
-    tn * (COOP_TK + 8) * 2 + COOP_SGK * tm * tn * 4
+/// The prefill core's: the best of eight shapes on the H200 for every Qwen2.5-0.5B weight at
+/// 512 to 2048 rows (docs/PERF.md).
+const COOP_PREFILL: CoopShape = CoopShape { sgm: 1, sgn: 2, sgk: 2, tk: 64 };
+/// `Core::Split`'s: 32 x 32 tiles whose k is shared by 8 subgroups. At 8 to 64 rows on the H200
+/// it takes 44 us on the 896x4864 weight against the prefill shape's 136, 14 against 27 on
+/// 896x896 (docs/PERF.md).
+const COOP_SPLIT: CoopShape = CoopShape { sgm: 1, sgn: 1, sgk: 8, tk: 128 };
+
+impl CoopShape {
+    /// (rows, columns) of a workgroup's output tile.
+    fn tile(&self) -> (u32, u32) {
+        (32 * self.sgm, 32 * self.sgn)
+    }
+
+    /// Workgroup memory: the f32 output tile of each k share and, for quantized weights, a W
+    /// slice (f16, rows tk + 8 apart).
+    fn workgroup_bytes(&self) -> u32 {
+        let (tm, tn) = self.tile();
+        tn * (self.tk + 8) * 2 + self.sgk * tm * tn * 4
+    }
 }
 
 impl LinearConfig {
     /// The heuristic choice for an adapter: subgroup reductions where subgroups exist.
     pub fn for_adapter(caps: &Caps) -> LinearConfig {
         let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
-        let coop = (caps.coop_matrix && coop_workgroup_bytes() <= caps.max_workgroup_storage)
-            .then_some(caps.max_subgroup_size);
-        LinearConfig { subgroups, coop, ..Default::default() }
+        let fits = |c: CoopShape| caps.coop_matrix && c.workgroup_bytes() <= caps.max_workgroup_storage;
+        let coop = fits(COOP_PREFILL).then_some(caps.max_subgroup_size);
+        let coop_split = coop.is_some() && fits(COOP_SPLIT);
+        LinearConfig { subgroups, coop, coop_split, ..Default::default() }
     }
 
     /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every
@@ -180,10 +209,15 @@ impl LinearConfig {
         self.coop.filter(|_| weight != WeightType::F32 && k.is_multiple_of(16) && n.is_multiple_of(16))
     }
 
+    /// The subgroup size if a weight gets `Core::Split`.
+    fn split_for(&self, weight: WeightType, s: &LinearShape) -> Option<u32> {
+        self.coop_for(weight, s.k, s.n).filter(|_| self.coop_split && s.n < SPLIT_MAX_N)
+    }
+
     /// (rows, columns) of one workgroup's output tile in the prefill core a weight gets.
     fn prefill_tile(&self, weight: WeightType, s: &LinearShape) -> (u32, u32) {
         match self.coop_for(weight, s.k, s.n) {
-            Some(_) => (32 * COOP_SGM, 32 * COOP_SGN),
+            Some(_) => COOP_PREFILL.tile(),
             None => (self.tiles.tm, self.tiles.tn),
         }
     }
@@ -221,6 +255,7 @@ pub struct LinearKernels {
     pub gemv: Kernel,
     pub gemv_batch: Kernel,
     pub prefill: Kernel,
+    pub split: Option<Kernel>,
     /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
     coop: bool,
     k: u32,
@@ -274,9 +309,15 @@ fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'stat
     }
 }
 
-/// WGSL of `name` in its three variants (`Core::Gemv`, `Core::GemvBatch`, `Core::Prefill`);
-/// `defs` carries the kernel's own constants.
-pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg: &LinearConfig) -> [String; 3] {
+/// WGSL of `name` in each of its variants (`Core::Gemv`, `Core::GemvBatch`, `Core::Prefill`, and
+/// `Core::Split` where `cfg.split_for` gives it); `defs` carries the kernel's own constants.
+pub fn sources(
+    name: &str,
+    defs: &Defs,
+    weight: WeightType,
+    s: &LinearShape,
+    cfg: &LinearConfig,
+) -> Vec<(Core, String)> {
     let t = cfg.tiles;
     let g = cfg.gemv_shape(s.k, s.n, weight);
     let (input, gemv_input) = match s.norm_eps {
@@ -301,25 +342,26 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
     };
     let w = weight.libs();
     let (tm, tn) = cfg.prefill_tile(weight, s);
+    // f16 weights are B fragments as they lie; other types go through workgroup memory.
+    let coop_b: &[&str] = match weight {
+        WeightType::F16 => &["lib/coop_b_direct"],
+        _ => &[w, &["lib/coop_b_staged"]].concat(),
+    };
+    let coop = |sg: u32, c: CoopShape| {
+        let (tm, tn) = c.tile();
+        let d = base
+            .clone()
+            .u32("TM", tm)
+            .u32("TN", tn)
+            .u32("TK", c.tk)
+            .u32("SG", sg)
+            .u32("SGN", c.sgn)
+            .u32("SGK", c.sgk)
+            .u32("WG_THREADS", c.sgm * c.sgn * c.sgk * sg);
+        assemble(name, &d, &[coop_b, &["lib/linear_coop"]].concat())
+    };
     let tiled = match cfg.coop_for(weight, s.k, s.n) {
-        Some(sg) => {
-            let threads = COOP_SGM * COOP_SGN * COOP_SGK * sg;
-            let d = base
-                .clone()
-                .u32("TM", tm)
-                .u32("TN", tn)
-                .u32("TK", COOP_TK)
-                .u32("SG", sg)
-                .u32("SGN", COOP_SGN)
-                .u32("SGK", COOP_SGK)
-                .u32("WG_THREADS", threads);
-            // f16 weights are B fragments as they lie; other types go through workgroup memory.
-            let b: &[&str] = match weight {
-                WeightType::F16 => &["lib/coop_b_direct"],
-                _ => &[w, &["lib/coop_b_staged"]].concat(),
-            };
-            assemble(name, &d, &[b, &["lib/linear_coop"]].concat())
-        }
+        Some(sg) => coop(sg, COOP_PREFILL),
         None => {
             let d = prefill_defs(tm, t.wg_x * t.wg_y)
                 .u32("TM", tm)
@@ -337,7 +379,8 @@ pub fn sources(name: &str, defs: &Defs, weight: WeightType, s: &LinearShape, cfg
     let (lanes, batch_defs) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n));
     let batch_defs = batch_defs.u32("GEMV_ROWS", GEMV_MAX_ROWS);
     let batch = assemble(name, &batch_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat());
-    [one, batch, tiled]
+    let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, COOP_SPLIT)));
+    [(Core::Gemv, one), (Core::GemvBatch, batch), (Core::Prefill, tiled)].into_iter().chain(split).collect()
 }
 
 impl LinearKernels {
@@ -353,15 +396,30 @@ impl LinearKernels {
         anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
         let gemv_shape = cfg.gemv_shape(shape.k, shape.n, weight);
         gemv_shape.check()?;
-        let [g1, g8, p] = sources(name, defs, weight, shape, cfg);
+        let mut kernels = Vec::new();
+        for (core, source) in sources(name, defs, weight, shape, cfg) {
+            kernels.push((core, Kernel::get(gpu, name, source)?));
+        }
+        let mut take = |core: Core| kernels.iter().position(|(c, _)| *c == core).map(|i| kernels.remove(i).1);
+        let (gemv, gemv_batch, prefill, split) =
+            (take(Core::Gemv), take(Core::GemvBatch), take(Core::Prefill), take(Core::Split));
         let (gemv, gemv_batch, prefill) =
-            (Kernel::get(gpu, name, g1)?, Kernel::get(gpu, name, g8)?, Kernel::get(gpu, name, p)?);
+            (gemv.expect("always built"), gemv_batch.expect("always built"), prefill.expect("always built"));
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
         let tile = cfg.prefill_tile(weight, shape);
         let batch_shape = cfg.gemv_batch_shape(shape.k, shape.n);
         batch_shape.check()?;
         let gemv_rows = (gemv_shape.workgroup_rows(), batch_shape.workgroup_rows());
-        Ok(LinearKernels { gemv, gemv_batch, prefill, coop, k: shape.k, n: shape.n, tile, gemv_rows })
+        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, k: shape.k, n: shape.n, tile, gemv_rows })
+    }
+
+    /// The core that runs a step of `rows` rows: `Core::for_rows`, with `Core::Split` taking the
+    /// prefill core's small steps where this kernel has it.
+    pub fn core_for(&self, rows: u32) -> Core {
+        match Core::for_rows(rows) {
+            Core::Prefill if self.split.is_some() && rows <= SPLIT_MAX_ROWS => Core::Split,
+            core => core,
+        }
     }
 
     /// Workgroup counts of `core` on `rows` rows.
@@ -370,6 +428,10 @@ impl LinearKernels {
             Core::Gemv => grid(groups(self.n, self.gemv_rows.0)),
             Core::GemvBatch => grid(groups(self.n, self.gemv_rows.1)),
             Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
+            Core::Split => {
+                let (tm, tn) = COOP_SPLIT.tile();
+                [groups(self.n, tn), groups(rows, tm), 1]
+            }
         }
     }
 }
@@ -380,6 +442,7 @@ pub struct BoundLinear {
     gemv: Bound,
     gemv_batch: Bound,
     prefill: Bound,
+    split: Option<Bound>,
     /// Writes the f16 input rows the tensor-core prefill variant reads.
     input_f16: Option<InputF16>,
 }
@@ -400,8 +463,8 @@ impl BoundLinear {
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
         let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
         let gemv_batch = kernels.gemv_batch.bind_at(gpu, &with_norm);
-        let (prefill, input_f16) = match kernels.coop {
-            false => (kernels.prefill.bind_at(gpu, &with_norm), None),
+        let (prefill, split, input_f16) = match kernels.coop {
+            false => (kernels.prefill.bind_at(gpu, &with_norm), None, None),
             true => {
                 let x = buffers[1];
                 // Whole tiles of rows: the core reads past the step's last row.
@@ -410,15 +473,21 @@ impl BoundLinear {
                 let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
                 let mut coop_entries = entries.clone();
                 coop_entries[1].1 = &x16;
-                (kernels.prefill.bind_at(gpu, &coop_entries), Some(input))
+                let split = kernels.split.as_ref().map(|k| k.bind_at(gpu, &coop_entries));
+                (kernels.prefill.bind_at(gpu, &coop_entries), split, Some(input))
             }
         };
-        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, input_f16 })
+        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, input_f16 })
     }
 
     /// Records the variant that suits `rows` rows.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
-        self.record_core(pass, Core::for_rows(rows), rows);
+        self.record_core(pass, self.kernels.core_for(rows), rows);
+    }
+
+    /// The core a step of `rows` rows runs.
+    pub fn core_for(&self, rows: u32) -> Core {
+        self.kernels.core_for(rows)
     }
 
     /// Records `core` on `rows` rows (benchmarks compare the cores at the same rows; a GEMV
@@ -428,11 +497,15 @@ impl BoundLinear {
         match core {
             Core::Gemv => self.gemv.record(pass, wg),
             Core::GemvBatch => self.gemv_batch.record(pass, wg),
-            Core::Prefill => {
+            Core::Prefill | Core::Split => {
                 if let Some(input) = &self.input_f16 {
                     input.record(pass, rows);
                 }
-                self.prefill.record(pass, wg);
+                let bound = match (core, &self.split) {
+                    (Core::Split, Some(split)) => split,
+                    _ => &self.prefill,
+                };
+                bound.record(pass, wg);
             }
         }
     }
