@@ -52,6 +52,27 @@ fn write_safetensors(dir: &Path, header: &serde_json::Map<String, Value>, data: 
     std::fs::write(dir.join("model.safetensors"), out).unwrap();
 }
 
+/// `header` and `data` without tensor `name`, the data after it moved down, as a file written
+/// without it holds them.
+fn without_tensor(
+    header: &serde_json::Map<String, Value>,
+    data: &[u8],
+    name: &str,
+) -> (serde_json::Map<String, Value>, Vec<u8>) {
+    let offset = |t: &Value, i: usize| t["data_offsets"][i].as_u64().unwrap() as usize;
+    let mut h = header.clone();
+    let removed = h.remove(name).unwrap();
+    let (start, end) = (offset(&removed, 0), offset(&removed, 1));
+    for t in h.iter_mut().filter(|(k, _)| *k != "__metadata__").map(|(_, t)| t) {
+        for i in 0..2 {
+            if offset(t, i) >= end {
+                t["data_offsets"][i] = (offset(t, i) - (end - start)).into();
+            }
+        }
+    }
+    (h, [&data[..start], &data[end..]].concat())
+}
+
 #[test]
 fn missing_path_and_missing_files() {
     assert_mentions(&load_err(Path::new("/nonexistent/model")), &["/nonexistent/model", "does not exist"]);
@@ -85,9 +106,8 @@ fn missing_tensor_wrong_shape_wrong_dtype() {
     let (header, data) = read_safetensors(&fixture());
 
     let dir = copy_fixture();
-    let mut h = header.clone();
-    h.remove(name);
-    write_safetensors(dir.path(), &h, &data);
+    let (h, d) = without_tensor(&header, &data, name);
+    write_safetensors(dir.path(), &h, &d);
     assert_mentions(&load_err(dir.path()), &["missing tensor", name]);
 
     let mut h = header.clone();

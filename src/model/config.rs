@@ -53,12 +53,22 @@ fn field<'a>(v: &'a Value, name: &str) -> Result<&'a Value> {
     v.get(name).filter(|x| !x.is_null()).with_context(|| format!("missing field \"{name}\""))
 }
 
+/// The largest size (hidden, heads, head_dim, intermediate, vocabulary, layers, context) a model
+/// file may give: far above any real model's, and small enough that the products the loader
+/// sizes its tables from cannot overflow. A corrupt size is rejected here, before anything is
+/// allocated from it.
+pub const MAX_SIZE: u64 = 1 << 24;
+
+/// `n` as a size: positive and at most `MAX_SIZE`.
+pub fn valid_size(n: u64) -> Option<usize> {
+    (1..=MAX_SIZE).contains(&n).then_some(n as usize)
+}
+
 fn usize_field(v: &Value, name: &str) -> Result<usize> {
     let x = field(v, name)?;
     x.as_u64()
-        .filter(|&n| n > 0)
-        .map(|n| n as usize)
-        .with_context(|| format!("field \"{name}\" must be a positive integer, found {x}"))
+        .and_then(valid_size)
+        .with_context(|| format!("field \"{name}\" must be a positive integer up to {MAX_SIZE}, found {x}"))
 }
 
 fn f32_field(v: &Value, name: &str) -> Result<f32> {
@@ -100,13 +110,13 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     if heads % kv_heads != 0 {
         bail!("num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}");
     }
-    if head_dim % 2 != 0 {
-        bail!("head_dim {head_dim} must be even for RoPE");
+    if head_dim == 0 || head_dim % 2 != 0 {
+        bail!("head_dim {head_dim} must be positive and even for RoPE");
     }
     // transformers 5.x nests RoPE settings in rope_parameters; 4.x has rope_theta + rope_scaling.
     let rope = v.get("rope_parameters").filter(|x| x.is_object());
-    let rope_theta = match rope.and_then(|r| r.get("rope_theta")) {
-        Some(_) => f32_field(rope.unwrap(), "rope_theta").context("in \"rope_parameters\"")?,
+    let rope_theta = match rope.filter(|r| r.get("rope_theta").is_some()) {
+        Some(r) => f32_field(r, "rope_theta").context("in \"rope_parameters\"")?,
         None if v.get("rope_theta").is_some() => f32_field(v, "rope_theta")?,
         None => 10000.0,
     };

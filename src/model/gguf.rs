@@ -1,7 +1,8 @@
 //! GGUF files (versions 2 and 3): header, metadata, tensor infos, memory-mapped data, and the
 //! mapping of `llama` / `qwen2` metadata and tensor names to the engine's. Every count, length
 //! and offset is checked against the file before it is used, so a malformed file is an error
-//! naming it, never a panic or a huge allocation.
+//! naming it, never a panic or a huge allocation: what the header allocates is charged to a
+//! budget the size of the file.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use memmap2::Mmap;
 
-use super::config::{Arch, ModelConfig, RopeScaling};
+use super::config::{valid_size, Arch, ModelConfig, RopeScaling, MAX_SIZE};
 use super::tensor::{DType, HostTensor, TensorSource};
 
 /// A metadata value.
@@ -69,10 +70,19 @@ pub struct Gguf {
     map: Mmap,
 }
 
+/// What parsing a header may allocate beyond the size of its file: files that hold a tokenizer
+/// and little else take about three times their size in memory (a `Meta` per short string).
+const ALLOC_SLACK: usize = 64 << 20;
+
+/// A tensor info as read, before it is checked against the file.
+type RawInfo = (String, Vec<u64>, u32, u64);
+
 /// Reads little-endian values with bounds checks.
 struct Cursor<'a> {
     b: &'a [u8],
     pos: usize,
+    /// Bytes the parse may still allocate.
+    budget: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -84,11 +94,23 @@ impl<'a> Cursor<'a> {
         self.pos += n;
         Ok(s)
     }
+    fn bytes<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        Ok(self.take(N, what)?.try_into()?)
+    }
     fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().unwrap()))
+        Ok(u32::from_le_bytes(self.bytes(what)?))
     }
     fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
+        Ok(u64::from_le_bytes(self.bytes(what)?))
+    }
+    /// Takes `n` items of `T` from the budget before they are allocated.
+    fn charge<T>(&mut self, n: usize, what: &str) -> Result<()> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>().max(1));
+        if bytes > self.budget {
+            bail!("{what} is {n}: {bytes} bytes in memory, more than a file of {} bytes can need", self.b.len());
+        }
+        self.budget -= bytes;
+        Ok(())
     }
     /// A count of items that each take at least `min_bytes`: more than the file could hold is
     /// an error, not an allocation.
@@ -104,19 +126,21 @@ impl<'a> Cursor<'a> {
         Ok(n as usize)
     }
     fn string(&mut self, what: &str) -> Result<String> {
-        let n = self.count(1, &format!("length of {what}"))?;
+        let what_len = format!("length of {what}");
+        let n = self.count(1, &what_len)?;
+        self.charge::<u8>(n, &what_len)?;
         Ok(String::from_utf8_lossy(self.take(n, what)?).into_owned())
     }
     fn value(&mut self, ty: u32, what: &str, depth: u32) -> Result<Meta> {
         Ok(match ty {
-            0 => Meta::UInt(self.take(1, what)?[0] as u64),
-            1 => Meta::Int(self.take(1, what)?[0] as i8 as i64),
-            2 => Meta::UInt(u16::from_le_bytes(self.take(2, what)?.try_into().unwrap()) as u64),
-            3 => Meta::Int(i16::from_le_bytes(self.take(2, what)?.try_into().unwrap()) as i64),
+            0 => Meta::UInt(u8::from_le_bytes(self.bytes(what)?) as u64),
+            1 => Meta::Int(i8::from_le_bytes(self.bytes(what)?) as i64),
+            2 => Meta::UInt(u16::from_le_bytes(self.bytes(what)?) as u64),
+            3 => Meta::Int(i16::from_le_bytes(self.bytes(what)?) as i64),
             4 => Meta::UInt(self.u32(what)? as u64),
             5 => Meta::Int(self.u32(what)? as i32 as i64),
-            6 => Meta::Float(f32::from_le_bytes(self.take(4, what)?.try_into().unwrap()) as f64),
-            7 => Meta::Bool(self.take(1, what)?[0] != 0),
+            6 => Meta::Float(f32::from_le_bytes(self.bytes(what)?) as f64),
+            7 => Meta::Bool(self.bytes::<1>(what)? != [0]),
             8 => Meta::Str(self.string(what)?),
             9 => {
                 if depth > 2 {
@@ -129,7 +153,9 @@ impl<'a> Cursor<'a> {
                     4..=6 => 4,
                     _ => 8,
                 };
-                let n = self.count(min, &format!("element count of {what}"))?;
+                let what_n = format!("element count of {what}");
+                let n = self.count(min, &what_n)?;
+                self.charge::<Meta>(n, &what_n)?;
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {
                     v.push(self.value(elem, what, depth + 1)?);
@@ -138,7 +164,7 @@ impl<'a> Cursor<'a> {
             }
             10 => Meta::UInt(self.u64(what)?),
             11 => Meta::Int(self.u64(what)? as i64),
-            12 => Meta::Float(f64::from_le_bytes(self.take(8, what)?.try_into().unwrap())),
+            12 => Meta::Float(f64::from_le_bytes(self.bytes(what)?)),
             t => bail!("{what}: unknown metadata value type {t}"),
         })
     }
@@ -153,7 +179,7 @@ impl Gguf {
     }
 
     fn parse(path: &Path, map: Mmap) -> Result<Gguf> {
-        let mut c = Cursor { b: &map, pos: 0 };
+        let mut c = Cursor { b: &map, pos: 0, budget: map.len().saturating_add(ALLOC_SLACK) };
         if c.take(4, "magic")? != b"GGUF" {
             bail!("bad magic (expected \"GGUF\")");
         }
@@ -171,7 +197,8 @@ impl Gguf {
             let v = c.value(ty, &key, 0)?;
             meta.insert(key, v);
         }
-        let mut infos = Vec::with_capacity(n_tensors);
+        c.charge::<RawInfo>(n_tensors, "tensor count")?;
+        let mut infos: Vec<RawInfo> = Vec::with_capacity(n_tensors);
         for _ in 0..n_tensors {
             let name = c.string("tensor name")?;
             let n_dims = c.u32(&name)?;
@@ -244,9 +271,8 @@ impl Gguf {
     fn uint(&self, key: &str) -> Result<usize> {
         let v = self.get(key).with_context(|| format!("missing metadata {key}"))?;
         v.as_u64()
-            .filter(|&n| n > 0)
-            .map(|n| n as usize)
-            .with_context(|| format!("metadata {key} must be a positive integer, found {v:?}"))
+            .and_then(valid_size)
+            .with_context(|| format!("metadata {key} must be a positive integer up to {MAX_SIZE}, found {v:?}"))
     }
 
     fn float(&self, key: &str) -> Result<Option<f32>> {
@@ -275,10 +301,12 @@ impl Gguf {
             hidden / heads
         };
         let vocab = match self.get("tokenizer.ggml.tokens").and_then(Meta::as_array) {
-            Some(t) => t.len(),
+            Some(t) => valid_size(t.len() as u64).with_context(|| {
+                format!("metadata tokenizer.ggml.tokens holds {} tokens (1 to {MAX_SIZE})", t.len())
+            })?,
             None => self.uint(&k("vocab_size"))?,
         };
-        if heads % kv_heads != 0 || head_dim % 2 != 0 {
+        if heads % kv_heads != 0 || head_dim == 0 || head_dim % 2 != 0 {
             bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
         }
         let id = |key: &str| self.get(key).and_then(Meta::as_u64).map(|v| v as u32);
@@ -295,7 +323,11 @@ impl Gguf {
             rope_theta: self.float(&k("rope.freq_base"))?.unwrap_or(10000.0),
             rope_scaling: RopeScaling::None,
             tie_embeddings: !self.tensors.contains_key("output.weight"),
-            max_position: self.uint(&k("context_length")).unwrap_or(4096),
+            max_position: if self.get(&k("context_length")).is_some() {
+                self.uint(&k("context_length"))?
+            } else {
+                4096
+            },
             eos_ids: id("tokenizer.ggml.eos_token_id").into_iter().collect(),
             bos_id: id("tokenizer.ggml.bos_token_id"),
         })

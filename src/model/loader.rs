@@ -59,11 +59,35 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
-    fn get(&self, name: &str, shape: &[usize]) -> Result<HostTensor<'_>> {
+    /// `name`, which must have shape `shape`.
+    fn tensor(&self, name: &str, shape: &[usize]) -> Result<HostTensor<'_>> {
         let t = self.src.tensor(name)?.with_context(|| format!("missing tensor {name}"))?;
         t.check_shape(shape)?;
+        Ok(t)
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<HostTensor<'_>> {
+        let t = self.tensor(name, shape)?;
         self.bar.inc(1);
         Ok(t)
+    }
+
+    /// Checks the tensors that hold each size of the config the loader sizes its tables from
+    /// (row orders, layer list), before any of them is allocated: a config claiming more than
+    /// its files hold is an error naming the tensor, not an allocation the files cannot back.
+    fn check_sizes(&self, cfg: &ModelConfig) -> Result<()> {
+        let (d, hd, last) = (cfg.hidden, cfg.head_dim, cfg.layers - 1);
+        let shapes = [
+            ("model.embed_tokens.weight".to_string(), vec![cfg.vocab, d]),
+            ("model.layers.0.self_attn.q_proj.weight".to_string(), vec![cfg.heads * hd, d]),
+            ("model.layers.0.self_attn.k_proj.weight".to_string(), vec![cfg.kv_heads * hd, d]),
+            ("model.layers.0.mlp.gate_proj.weight".to_string(), vec![cfg.intermediate, d]),
+            (format!("model.layers.{last}.input_layernorm.weight"), vec![d]),
+        ];
+        for (name, shape) in shapes {
+            self.tensor(&name, &shape)?;
+        }
+        Ok(())
     }
 
     fn f32_buffer(&self, name: &str, len: usize) -> Result<wgpu::Buffer> {
@@ -116,6 +140,7 @@ pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Res
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let ld = Loader { gpu, src, bar };
+    ld.check_sizes(cfg)?;
     let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);
     let (qn, kvn) = (cfg.heads * hd, cfg.kv_heads * hd);
     let heads = HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: hd as u32 };

@@ -1,13 +1,16 @@
 //! safetensors files, memory-mapped: a single file or shards listed in
-//! model.safetensors.index.json. The header is checked against the file before any tensor is
-//! read, so a truncated or inconsistent file is an error that names it, never a panic.
+//! model.safetensors.index.json. The `safetensors` crate reads and checks the header against the
+//! file before any tensor is read, so a truncated or inconsistent file is an error that names
+//! it (and the tensor at fault), never a panic or an allocation larger than the file.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use memmap2::Mmap;
+use safetensors::tensor::{Metadata, TensorInfo};
+use safetensors::SafeTensorError;
 use serde_json::Value;
 
 use super::tensor::{DType, HostTensor, TensorSource};
@@ -56,7 +59,7 @@ impl SafeTensors {
         let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
         let idx = self.files.len();
         for (name, e) in
-            parse_header(&map).with_context(|| format!("{} is not a valid safetensors file", path.display()))?
+            read_header(&map).with_context(|| format!("{} is not a valid safetensors file", path.display()))?
         {
             self.entries.insert(name, Entry { file: idx, ..e });
         }
@@ -65,57 +68,66 @@ impl SafeTensors {
     }
 }
 
-fn parse_header(bytes: &[u8]) -> Result<Vec<(String, Entry)>> {
-    if bytes.len() < 8 {
-        bail!("file is {} bytes, shorter than the 8-byte header length", bytes.len());
-    }
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
-    if n > (bytes.len() - 8) as u64 {
-        bail!("header length {n} runs past the end of the file ({} bytes): truncated?", bytes.len());
-    }
-    let data_start = 8 + n as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..data_start]).context("header is not valid JSON")?;
-    let obj = header.as_object().context("header is not a JSON object")?;
-    let data_len = bytes.len() - data_start;
-    let mut out = Vec::new();
-    for (name, info) in obj {
-        if name == "__metadata__" {
-            continue;
+/// The tensors of a safetensors file as the `safetensors` crate reads and validates its header
+/// (every offset inside the file, data covering it exactly, shapes matching sizes), with the
+/// dtypes the engine supports.
+fn read_header(bytes: &[u8]) -> Result<Vec<(String, Entry)>> {
+    let (n, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| explain(e, bytes))?;
+    let data_start = 8 + n;
+    meta.tensors()
+        .into_iter()
+        .map(|(name, info)| {
+            let dtype = DType::from_safetensors(&info.dtype.to_string())
+                .with_context(|| format!("tensor {name}: unsupported dtype {} (F32, F16, BF16 are)", info.dtype))?;
+            let (b, e) = info.data_offsets;
+            Ok((name, Entry { file: 0, dtype, shape: info.shape.clone(), range: data_start + b..data_start + e }))
+        })
+        .collect()
+}
+
+/// The crate's error in terms of the file. Most of its errors do not say which tensor is wrong,
+/// so the header is searched for the entry at fault.
+fn explain(err: SafeTensorError, bytes: &[u8]) -> anyhow::Error {
+    let len = bytes.len();
+    let n = bytes.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
+    // Empty unless the header lies inside the file.
+    let header = usize::try_from(n).ok().and_then(|n| bytes.get(8..)?.get(..n)).unwrap_or_default();
+    let data_len = len.saturating_sub(8 + header.len());
+    match err {
+        SafeTensorError::HeaderTooSmall => anyhow!("file is {len} bytes, shorter than the 8-byte header length"),
+        SafeTensorError::HeaderTooLarge => anyhow!("header length {n} is over the format's limit of 100 MB"),
+        SafeTensorError::InvalidHeaderLength => {
+            anyhow!("header length {n} runs past the end of the file ({len} bytes): truncated?")
         }
-        let dtype_s =
-            info.get("dtype").and_then(Value::as_str).with_context(|| format!("tensor {name}: missing dtype"))?;
-        let dtype = DType::from_safetensors(dtype_s)
-            .with_context(|| format!("tensor {name}: unsupported dtype {dtype_s} (F32, F16, BF16 are)"))?;
-        let shape: Vec<usize> = info
-            .get("shape")
-            .and_then(Value::as_array)
-            .with_context(|| format!("tensor {name}: missing shape"))?
-            .iter()
-            .map(|d| d.as_u64().map(|d| d as usize))
-            .collect::<Option<_>>()
-            .with_context(|| format!("tensor {name}: shape is not a list of integers"))?;
-        let offs = info
-            .get("data_offsets")
-            .and_then(Value::as_array)
-            .with_context(|| format!("tensor {name}: missing data_offsets"))?;
-        let (b, e) = match offs.as_slice() {
-            [b, e] => (b.as_u64().unwrap_or(u64::MAX) as usize, e.as_u64().unwrap_or(u64::MAX) as usize),
-            _ => bail!("tensor {name}: data_offsets must hold two numbers"),
+        SafeTensorError::MetadataIncompleteBuffer => match serde_json::from_slice::<Metadata>(header) {
+            Ok(meta) if meta.data_len() > data_len => anyhow!(
+                "tensor {}: data ends at byte {} but the file holds {data_len} data bytes: truncated?",
+                meta.offset_keys().last().map_or("", String::as_str),
+                meta.data_len()
+            ),
+            _ => anyhow!("{data_len} data bytes follow the header but its tensors do not cover them exactly"),
+        },
+        other => anyhow!(entry_at_fault(header).unwrap_or_else(|| other.to_string())),
+    }
+}
+
+/// The first tensor entry of a (JSON) header that is invalid on its own, and why.
+fn entry_at_fault(header: &[u8]) -> Option<String> {
+    let entries: serde_json::Map<String, Value> = serde_json::from_slice(header).ok()?;
+    entries.into_iter().filter(|(name, _)| name != "__metadata__").find_map(|(name, v)| {
+        let why = match serde_json::from_value::<TensorInfo>(v) {
+            Err(e) => e.to_string(),
+            Ok(info) => {
+                let (b, e) = info.data_offsets;
+                let desc = format!("dtype {}, shape {:?}, data_offsets [{b}, {e}]", info.dtype, info.shape);
+                // Checked as the only tensor of a file, its data starting at 0.
+                let alone = TensorInfo { data_offsets: (0, e.checked_sub(b)?), ..info };
+                let err = Metadata::new(None, vec![(name.clone(), alone)]).err()?;
+                format!("{err} ({desc})")
+            }
         };
-        let elems = shape
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .with_context(|| format!("tensor {name}: shape {shape:?} overflows"))?;
-        let want = dtype.bytes_for(elems).with_context(|| format!("tensor {name}: too large"))?;
-        if b > e || e - b != want {
-            bail!("tensor {name}: data_offsets [{b}, {e}] do not match shape {shape:?} of {dtype:?} ({want} bytes)");
-        }
-        if e > data_len {
-            bail!("tensor {name}: data ends at byte {e} but the file holds {data_len} data bytes: truncated?");
-        }
-        out.push((name.clone(), Entry { file: 0, dtype, shape, range: data_start + b..data_start + e }));
-    }
-    Ok(out)
+        Some(format!("tensor {name}: {why}"))
+    })
 }
 
 impl TensorSource for SafeTensors {
