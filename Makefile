@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint drivers xvfb model build console
+.PHONY: run test lint drivers xvfb model build console openai-venv
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -28,10 +28,14 @@ lint:
 xvfb:
 	command -v xvfb-run >/dev/null || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq xvfb xauth >/dev/null)
 
+# The official `openai` Python package in target/openai-venv, for tests/openai_client.rs.
+openai-venv:
+	./scripts/openai-venv.sh
+
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
 # A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
-test: drivers xvfb model lint
+test: drivers xvfb model openai-venv lint
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
 
 # The desktop console (opens the default model when present).

@@ -35,6 +35,7 @@ fn request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
         sampling: SamplingParams::default(),
         stop_at_eos: false,
         priority: Priority::Interactive,
+        logprobs: None,
     }
 }
 
@@ -58,7 +59,7 @@ fn run_batch(
         }
         for ev in b.step(e).unwrap() {
             match ev {
-                SeqEvent::Token { id, token } => out.entry(id).or_default().push(token),
+                SeqEvent::Token { id, token, .. } => out.entry(id).or_default().push(token),
                 SeqEvent::Finished(s) => stats.push(s),
                 SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
             }

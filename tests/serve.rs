@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::blocking::{Client, Response};
 use serde_json::{json, Value};
-use support::{fixture, golden, ids};
+use support::{fixture, golden, ids, logit_tolerance, read_json};
 use wginfer::engine::{Engine, EngineOptions, Request};
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
@@ -275,6 +275,69 @@ fn same_seed_same_text_other_seed_other_text() {
     assert_ne!(run(7), run(8));
 }
 
+/// A chat answer's `logprobs.content`, whole or from the stream's chunks joined.
+fn logprobs_content(url: &str, body: &Value, streamed: bool) -> Vec<Value> {
+    let path = "/v1/chat/completions";
+    let choices: Vec<Value> = match streamed {
+        false => vec![post(url, path, body).json::<Value>().unwrap()["choices"][0].clone()],
+        true => stream_events(url, path, body.clone()).iter().filter_map(|c| c["choices"].get(0).cloned()).collect(),
+    };
+    let content = |c: &Value| c["logprobs"]["content"].as_array().cloned().unwrap_or_default();
+    choices.iter().flat_map(content).collect()
+}
+
+/// Chat logprobs are transformers' log-softmax of the greedy tokens' logits
+/// (tests/fixtures/logprobs.json), whole and streamed, also while a request without logprobs
+/// runs beside (its steps pipelined, those of logprobs not), which answers as it does alone.
+#[test]
+fn chat_logprobs_are_transformers_log_softmax() {
+    let url = shared();
+    let g = read_json(&fixture("logprobs.json"));
+    let steps = g["steps"].as_array().unwrap();
+    let chat = golden(MODEL)["chat"].clone();
+    assert_eq!(g["prompt_ids"], chat["ids"], "logprobs.json is of another chat prompt");
+    let plain_ids = library().tokenizer.as_ref().unwrap().encode("Hello world", true).unwrap();
+    let plain_want = alone(&plain_ids, 100);
+    let e = library();
+    let name = |id: &Value| e.tokenizer.as_ref().unwrap().decode(&[id.as_u64().unwrap() as u32]).unwrap();
+    // A logit error of e moves a log-softmax by at most 2e (e itself, and e in the log-sum).
+    let tol = 2.0 * logit_tolerance(&e) as f64;
+    let body = json!({"model": MODEL, "messages": chat["messages"], "max_tokens": steps.len(), "temperature": 0,
+        "logprobs": true, "top_logprobs": 5});
+    let plain = json!({"model": MODEL, "prompt": "Hello world", "max_tokens": 100, "temperature": 0, "stream": true});
+    let mut plain_lines = BufReader::new(post(url, "/v1/completions", &plain)).lines();
+    let first = plain_lines.next().unwrap().unwrap();
+    for streamed in [false, true] {
+        let content = logprobs_content(url, &body, streamed);
+        assert_eq!(content.len(), steps.len(), "streamed: {streamed}");
+        for (i, (c, s)) in content.iter().zip(steps).enumerate() {
+            let at = format!("token {i} (streamed: {streamed}): {c}");
+            assert_eq!(c["token"], name(&s["id"]), "{at}");
+            assert_eq!(c["bytes"], json!(name(&s["id"]).as_bytes()), "{at}");
+            let logprob = c["logprob"].as_f64().unwrap();
+            assert!((logprob - s["logprob"].as_f64().unwrap()).abs() <= tol, "{at}: vs {}", s["logprob"]);
+            let top = c["top_logprobs"].as_array().unwrap();
+            assert_eq!(top.len(), 5, "{at}");
+            assert_eq!((&top[0]["token"], top[0]["logprob"].as_f64()), (&c["token"], Some(logprob)), "{at}");
+            let values: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+            assert!(values.windows(2).all(|w| w[0] >= w[1]), "{at}: not sorted");
+            for (k, (v, want)) in values.iter().zip(s["top_logprobs"].as_array().unwrap()).enumerate() {
+                assert!((v - want.as_f64().unwrap()).abs() <= tol, "{at}: rank {k} vs {want}");
+                // Ranks closer than the error could swap; these are far apart on lavapipe.
+                if s["margin"].as_f64().unwrap() > 2.0 * tol {
+                    assert_eq!(top[k]["token"], name(&s["top_ids"][k]), "{at}: rank {k}");
+                }
+            }
+        }
+    }
+    let text: String = std::iter::once(first)
+        .chain(plain_lines.map(Result::unwrap))
+        .filter_map(|l| serde_json::from_str::<Value>(l.strip_prefix("data: ")?).ok())
+        .filter_map(|v| v["choices"][0]["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(text, plain_want, "the request without logprobs beside");
+}
+
 /// Sends `body` (raw bytes) and checks the status and the OpenAI error shape; the error.
 fn refused(url: &str, path: &str, body: Vec<u8>, status: u16) -> Value {
     let r = client().post(format!("{url}{path}")).header("content-type", "application/json").body(body).send().unwrap();
@@ -301,7 +364,7 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
     assert_eq!(refused(url, c, chat(json!({"model": "gpt-9"})), 404)["code"], "model_not_found");
     assert_eq!(refused(url, c, chat(json!({"messages": []})), 400)["param"], "messages");
     assert_eq!(refused(url, c, chat(json!({"n": 2})), 400)["param"], "n");
-    assert_eq!(refused(url, c, chat(json!({"logprobs": true})), 400)["param"], "logprobs");
+    assert_eq!(refused(url, c, chat(json!({"logprobs": true, "top_logprobs": 21})), 400)["param"], "top_logprobs");
     let e = refused(url, c, chat(json!({"max_tokens": CONTEXT})), 400);
     assert!(e["message"].as_str().unwrap().contains(&CONTEXT.to_string()), "{e}");
     // A prompt longer than the context: both numbers in the message.

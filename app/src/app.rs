@@ -218,7 +218,7 @@ impl ConsoleApp {
                     self.load_error = Some(error);
                 }
                 Event::Started { .. } => {}
-                Event::Token { id, text } => {
+                Event::Token { id, text, .. } => {
                     if Some(id) == self.active {
                         if let Some(m) = self.messages.last_mut() {
                             m.text.push_str(&text);

@@ -87,6 +87,7 @@ fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>) -
         sampling,
         stop_at_eos: true,
         priority: line.priority.unwrap_or(Priority::Interactive),
+        logprobs: None,
     })
 }
 
@@ -131,7 +132,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     while !batcher.is_idle() {
         for ev in batcher.step(&mut engine)? {
             match ev {
-                SeqEvent::Token { id, token } => ids.entry(id).or_default().push(token),
+                SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),
                 SeqEvent::Finished(s) => {
                     let got = ids.remove(&s.id).unwrap_or_default();
                     let text = tok.as_ref().map(|t| t.decode(&got)).transpose()?.unwrap_or_default();

@@ -99,6 +99,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
             sampling: SamplingParams::default(),
             stop_at_eos: false,
             priority: if i >= BACKGROUND { Priority::Background } else { Priority::Interactive },
+            logprobs: None,
         };
         let t0 = Instant::now();
         let mut submitted = 0;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::metrics::Recorder;
-use super::sequence::{token_at, SeqRequest, SeqStats, Sequence};
+use super::sequence::{token_at, SeqRequest, SeqStats, Sequence, TokenLogprobs};
 use super::Priority;
 use crate::engine::{choice_for, Engine, Finish};
 use crate::kv::{KvLayout, Placement};
@@ -41,9 +41,17 @@ impl Default for BatchOptions {
 /// What a step did to the requests.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SeqEvent {
-    Token { id: u64, token: u32 },
+    /// A new token, with its log-probabilities when the request asked for them.
+    Token {
+        id: u64,
+        token: u32,
+        logprobs: Option<TokenLogprobs>,
+    },
     Finished(SeqStats),
-    Failed { id: u64, error: String },
+    Failed {
+        id: u64,
+        error: String,
+    },
 }
 
 pub struct Batcher {
@@ -137,8 +145,11 @@ impl Batcher {
     /// step, no events.
     pub fn step(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
         let mut events = Vec::new();
-        // Tokens the host samples (or a profiled step) must be read before the next is planned.
-        if self.in_flight.as_ref().is_some_and(|t| !t.on_gpu || engine.forward.profiling()) {
+        // Tokens the host samples (or a profiled step) must be read before the next is planned;
+        // so must any step while a sequence needs its logits back: `Forward` queues no such
+        // step behind another (those steps run unpipelined).
+        let host_logits = self.running.iter().chain(&self.waiting).any(Sequence::host_logits);
+        if self.in_flight.as_ref().is_some_and(|t| !t.on_gpu || host_logits || engine.forward.profiling()) {
             let t = self.in_flight.take().expect("checked");
             self.read(engine, t, &mut events)?;
         }
@@ -173,7 +184,10 @@ impl Batcher {
             // A chosen row's token is the one in flight: this step makes the token after it.
             let known = seq.output.len() + usize::from(p.chosen);
             if p.chosen || from + p.rows as usize == seq.len() {
-                let choice = choice_for(&seq.req.sampling, known as u32);
+                let choice = match seq.req.logprobs {
+                    Some(_) => Choice::Logits,
+                    None => choice_for(&seq.req.sampling, known as u32),
+                };
                 let more = known + 1 < seq.req.max_tokens
                     && (kv.sliding_window || seq.req.prompt_ids.len() + known + 1 < kv.context as usize);
                 let who = (seq.req.id, seq.stats.preemptions);
@@ -219,15 +233,18 @@ impl Batcher {
                 continue;
             }
             seq.awaiting -= 1;
-            let token = match logits {
+            let (token, logprobs) = match logits {
                 Some(mut l) => {
+                    // The raw logits, before the sampler's penalty changes them.
+                    let raw = seq.req.logprobs.map(|top| (l.clone(), top as usize));
                     let seen = seq.tokens();
-                    seq.sampler.sample(&mut l, &seen)
+                    let token = seq.sampler.sample(&mut l, &seen);
+                    (token, raw.map(|(raw, top)| TokenLogprobs::new(&raw, token, top)))
                 }
-                None => id,
+                None => (id, None),
             };
             seq.push(token);
-            events.push(SeqEvent::Token { id: request, token });
+            events.push(SeqEvent::Token { id: request, token, logprobs });
             let (prompt, output) = (&seq.req.prompt_ids, &seq.output);
             engine
                 .forward

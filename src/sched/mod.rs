@@ -9,7 +9,7 @@ pub mod sequence;
 pub mod worker;
 
 pub use batch::{BatchOptions, Batcher, SeqEvent};
-pub use sequence::{SeqRequest, SeqStats};
+pub use sequence::{SeqRequest, SeqStats, TokenLogprobs};
 pub use worker::{Command, Event, GenRequest, Metrics, RequestStats, Worker};
 
 /// Priority classes: interactive requests are admitted and planned first; background ones

@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
-use crate::engine::Finish;
+use crate::engine::{choice_for, Finish};
 use crate::kv::SeqKv;
+use crate::model::forward::Choice;
 use crate::sampling::{Sampler, SamplingParams};
 
 use super::Priority;
@@ -20,6 +21,37 @@ pub struct SeqRequest {
     /// Stop at an end-of-sequence id (it is still returned).
     pub stop_at_eos: bool,
     pub priority: Priority,
+    /// Report each chosen token's log-probability and this many most likely tokens' (OpenAI's
+    /// `top_logprobs`): its steps bring the logits back to the host.
+    pub logprobs: Option<u32>,
+}
+
+/// A chosen token's log-probability and the most likely tokens' (most likely first, lowest
+/// id first on ties), in the model's own distribution: the log-softmax of the raw logits,
+/// before any repetition penalty or temperature, as OpenAI reports them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub token: u32,
+    pub logprob: f64,
+    pub top: Vec<(u32, f64)>,
+}
+
+impl TokenLogprobs {
+    /// From a row's logits (in f64: a vocabulary's sum of exponentials loses digits in f32).
+    pub fn new(logits: &[f32], token: u32, top: usize) -> TokenLogprobs {
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let log_sum = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+        let logprob = |id: u32| logits[id as usize] as f64 - log_sum;
+        let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
+        let by_rank = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+        let top = top.min(ids.len());
+        if top > 0 && top < ids.len() {
+            ids.select_nth_unstable_by(top - 1, by_rank);
+        }
+        ids.truncate(top);
+        ids.sort_unstable_by(by_rank);
+        TokenLogprobs { token, logprob: logprob(token), top: ids.into_iter().map(|id| (id, logprob(id))).collect() }
+    }
 }
 
 /// What a finished sequence measured (times in milliseconds from its arrival).
@@ -89,6 +121,11 @@ impl Sequence {
         }
     }
 
+    /// Whether its steps bring the logits back for the host (a repetition penalty, logprobs).
+    pub fn host_logits(&self) -> bool {
+        self.req.logprobs.is_some() || choice_for(&self.req.sampling, 0) == Choice::Logits
+    }
+
     /// Prompt and output so far.
     pub fn len(&self) -> usize {
         self.req.prompt_ids.len() + self.output.len()
@@ -142,4 +179,22 @@ pub(crate) fn token_at(prompt: &[u32], output: &[u32], i: usize) -> u32 {
 
 fn ms(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TokenLogprobs;
+
+    #[test]
+    fn logprobs_are_the_log_softmax_and_top_is_ranked() {
+        let logits = [1.0f32, 3.0, 2.0, 3.0];
+        let log_sum = (1f64.exp() + 2.0 * 3f64.exp() + 2f64.exp()).ln();
+        let lp = TokenLogprobs::new(&logits, 2, 3);
+        assert!((lp.logprob - (2.0 - log_sum)).abs() < 1e-12, "{lp:?}");
+        // Most likely first, the lower id first on a tie.
+        assert_eq!(lp.top.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 3, 2]);
+        assert!((lp.top[0].1 - (3.0 - log_sum)).abs() < 1e-12, "{lp:?}");
+        assert_eq!(TokenLogprobs::new(&logits, 0, 0).top, []);
+        assert_eq!(TokenLogprobs::new(&logits, 0, 9).top.len(), 4);
+    }
 }

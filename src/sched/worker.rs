@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 
 use super::batch::{BatchOptions, Batcher, SeqEvent};
 use super::metrics::Summary;
-use super::sequence::{SeqRequest, SeqStats};
+use super::sequence::{SeqRequest, SeqStats, TokenLogprobs};
 use super::Priority;
 use crate::engine::{Engine, EngineOptions, Finish};
 use crate::gpu::profiler::Timing;
@@ -97,12 +97,29 @@ pub struct Metrics {
 
 pub enum Event {
     Loading(PathBuf),
-    Loaded { path: PathBuf, description: String },
-    LoadFailed { path: PathBuf, error: String },
-    Started { id: u64 },
-    Token { id: u64, text: String },
+    Loaded {
+        path: PathBuf,
+        description: String,
+    },
+    LoadFailed {
+        path: PathBuf,
+        error: String,
+    },
+    Started {
+        id: u64,
+    },
+    /// New text (empty when the token ends inside a character, and logprobs were asked for),
+    /// with the token's log-probabilities when its request asked for them.
+    Token {
+        id: u64,
+        text: String,
+        logprobs: Option<TokenLogprobs>,
+    },
     Finished(RequestStats),
-    Failed { id: u64, error: String },
+    Failed {
+        id: u64,
+        error: String,
+    },
     Metrics(Metrics),
 }
 
@@ -267,6 +284,7 @@ impl EngineThread {
             sampling: req.sampling.clone(),
             stop_at_eos: true,
             priority: req.priority,
+            logprobs: None,
         });
         Ok(())
     }
@@ -279,20 +297,21 @@ impl EngineThread {
         let mut out = Vec::new();
         for ev in events {
             match ev {
-                SeqEvent::Token { id, token } => {
+                SeqEvent::Token { id, token, logprobs } => {
                     let stream = self.streams.entry(id).or_insert_with(|| {
                         out.push(Event::Started { id });
                         StreamDecoder::default()
                     });
-                    if let Some(text) = stream.push(tok, token)? {
-                        out.push(Event::Token { id, text });
+                    let text = stream.push(tok, token)?;
+                    if text.is_some() || logprobs.is_some() {
+                        out.push(Event::Token { id, text: text.unwrap_or_default(), logprobs });
                     }
                 }
                 SeqEvent::Finished(s) => {
                     if let Some(stream) = self.streams.remove(&s.id) {
                         let text = stream.finish(tok)?;
                         if !text.is_empty() {
-                            out.push(Event::Token { id: s.id, text });
+                            out.push(Event::Token { id: s.id, text, logprobs: None });
                         }
                     }
                     out.push(Event::Finished(RequestStats::from(&s)));

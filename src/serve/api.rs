@@ -6,11 +6,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::sampling::SamplingParams;
-use crate::sched::Priority;
-use crate::tokenizer::Message;
+use crate::sched::{Priority, TokenLogprobs};
+use crate::tokenizer::{Message, TextTokenizer};
 
 /// Most stop strings in one request.
 const MAX_STOPS: usize = 16;
+/// Most `top_logprobs` (OpenAI's limit).
+const MAX_TOP_LOGPROBS: u32 = 20;
 
 /// An error answer: its HTTP status and OpenAI's fields.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +131,8 @@ pub struct Request {
     pub stream: bool,
     pub include_usage: bool,
     pub priority: Priority,
+    /// Chat's `logprobs`: report each token's log-probability and this many alternatives'.
+    pub logprobs: Option<u32>,
 }
 
 impl Request {
@@ -171,10 +175,7 @@ impl Body {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid("n", "only n = 1 is supported"));
         }
-        if !matches!(self.logprobs, None | Some(Value::Null) | Some(Value::Bool(false))) || self.top_logprobs.is_some()
-        {
-            return Err(ApiError::invalid("logprobs", "logprobs and top_logprobs are not supported yet"));
-        }
+        let logprobs = logprobs_wanted(endpoint, self.logprobs, self.top_logprobs)?;
         if self.echo == Some(true) {
             return Err(ApiError::invalid("echo", "echo is not supported"));
         }
@@ -234,8 +235,54 @@ impl Body {
             stream,
             include_usage: self.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
             priority: self.priority.unwrap_or(Priority::Interactive),
+            logprobs,
         })
     }
+}
+
+/// Chat's `logprobs` (true or false) and `top_logprobs` (0 to 20, with logprobs only): how
+/// many alternatives to report with each token, if logprobs are wanted. The legacy
+/// completions' own logprobs shape is not served.
+fn logprobs_wanted(endpoint: Endpoint, logprobs: Option<Value>, top: Option<u32>) -> Result<Option<u32>, ApiError> {
+    let on = match (endpoint, logprobs) {
+        (_, None | Some(Value::Null) | Some(Value::Bool(false))) => false,
+        (Endpoint::Chat, Some(Value::Bool(true))) => true,
+        (Endpoint::Chat, Some(v)) => {
+            return Err(ApiError::invalid("logprobs", format!("logprobs must be true or false, got {v}")))
+        }
+        (Endpoint::Text, Some(_)) => {
+            return Err(ApiError::invalid("logprobs", "logprobs is served on /v1/chat/completions only"))
+        }
+    };
+    match top {
+        None => Ok(on.then_some(0)),
+        Some(_) if endpoint == Endpoint::Text => {
+            Err(ApiError::invalid("top_logprobs", "top_logprobs is served on /v1/chat/completions only"))
+        }
+        Some(n) if n > MAX_TOP_LOGPROBS => {
+            Err(ApiError::invalid("top_logprobs", format!("top_logprobs must be in 0..={MAX_TOP_LOGPROBS}, got {n}")))
+        }
+        Some(_) if !on => Err(ApiError::invalid("top_logprobs", "top_logprobs needs logprobs: true")),
+        Some(n) => Ok(Some(n)),
+    }
+}
+
+/// One token of a chat choice's `logprobs.content`: its text, log-probability and UTF-8
+/// bytes, and the same of the most likely tokens. A token's text is its own decoding, so one
+/// that ends inside a character reads as U+FFFD.
+pub fn token_logprobs(tok: &TextTokenizer, lp: &TokenLogprobs) -> Value {
+    let entry = |id: u32, logprob: f64| {
+        let token = tok.decode(&[id]).unwrap_or_default();
+        json!({"token": token, "logprob": logprob, "bytes": token.as_bytes()})
+    };
+    let mut v = entry(lp.token, lp.logprob);
+    v["top_logprobs"] = lp.top.iter().map(|&(id, l)| entry(id, l)).collect();
+    v
+}
+
+/// A choice's `logprobs`: its tokens' entries when they were asked for, else null.
+pub fn choice_logprobs(entries: Option<Vec<Value>>) -> Value {
+    entries.map_or(Value::Null, |content| json!({"content": content}))
 }
 
 fn chat_messages(messages: Option<Vec<ChatMessage>>) -> Result<Vec<Message>, ApiError> {
@@ -298,19 +345,19 @@ impl Endpoint {
         }
     }
 
-    /// The whole answer.
-    pub fn answer(self, head: &Head, text: &str, finish: &str, usage: Value) -> Value {
+    /// The whole answer (`logprobs`: `choice_logprobs`).
+    pub fn answer(self, head: &Head, text: &str, finish: &str, usage: Value, logprobs: Value) -> Value {
         let choice = match self {
             Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text},
-                "logprobs": null, "finish_reason": finish}),
+                "logprobs": logprobs, "finish_reason": finish}),
             Endpoint::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
         };
         head.object(self.object(false), vec![choice], Some(usage))
     }
 
-    /// A streamed chunk: new text (a chat's first chunk also names the role), or the end with
-    /// its finish reason.
-    pub fn chunk(self, head: &Head, text: &str, first: bool, finish: Option<&str>) -> Value {
+    /// A streamed chunk: new text (a chat's first chunk also names the role) with the
+    /// `logprobs` of its tokens (`choice_logprobs`), or the end with its finish reason.
+    pub fn chunk(self, head: &Head, text: &str, first: bool, finish: Option<&str>, logprobs: Value) -> Value {
         let choice = match self {
             Endpoint::Chat => {
                 let delta = match (first, finish) {
@@ -318,7 +365,7 @@ impl Endpoint {
                     (true, None) => json!({"role": "assistant", "content": text}),
                     (false, None) => json!({"content": text}),
                 };
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
             }
             Endpoint::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
         };
@@ -381,6 +428,7 @@ mod tests {
         for (body, param) in [
             (r#"{"model": "m", "prompt": "a", "n": 2}"#, "n"),
             (r#"{"model": "m", "prompt": "a", "logprobs": 1}"#, "logprobs"),
+            (r#"{"model": "m", "prompt": "a", "top_logprobs": 1}"#, "top_logprobs"),
             (r#"{"model": "m", "prompt": "a", "presence_penalty": 0.5}"#, "presence_penalty"),
             (r#"{"model": "m", "prompt": "a", "max_tokens": 0}"#, "max_tokens"),
             (r#"{"model": "m", "prompt": "a", "stop": [""]}"#, "stop"),
@@ -389,6 +437,21 @@ mod tests {
             let e = parse(Endpoint::Text, body).unwrap_err();
             assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}");
         }
+    }
+
+    #[test]
+    fn chat_logprobs_are_checked() {
+        let chat = |extra: &str| {
+            let body = format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]{extra}}}"#);
+            parse(Endpoint::Chat, &body).map(|r| r.logprobs).map_err(|e| e.param.unwrap_or_default())
+        };
+        assert_eq!(chat(""), Ok(None));
+        assert_eq!(chat(r#", "logprobs": false"#), Ok(None));
+        assert_eq!(chat(r#", "logprobs": true"#), Ok(Some(0)));
+        assert_eq!(chat(r#", "logprobs": true, "top_logprobs": 20"#), Ok(Some(20)));
+        assert_eq!(chat(r#", "logprobs": true, "top_logprobs": 21"#), Err("top_logprobs".into()));
+        assert_eq!(chat(r#", "top_logprobs": 2"#), Err("top_logprobs".into()));
+        assert_eq!(chat(r#", "logprobs": 2"#), Err("logprobs".into()));
     }
 
     #[test]

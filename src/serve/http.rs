@@ -17,10 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
-use serde_json::json;
+use serde_json::{json, Value};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use super::api::{usage, ApiError, Endpoint, Head, Request};
+use super::api::{choice_logprobs, usage, ApiError, Endpoint, Head, Request};
 use super::hub::{Generation, Hub, Out, State as ModelState};
 
 pub struct HttpOptions {
@@ -134,16 +134,17 @@ async fn complete(s: AppState, endpoint: Endpoint, body: Result<Bytes, BytesReje
     let mut sampling = req.sampling.clone();
     // No seed: a different draw for every request.
     sampling.seed = req.seed.unwrap_or_else(|| now_nanos() ^ prompt_ids.len() as u64);
-    let gen = s.hub.submit(prompt_ids, max_tokens, sampling, req.stop.clone(), req.priority)?;
+    let gen = s.hub.submit(prompt_ids, max_tokens, sampling, req.stop.clone(), req.priority, req.logprobs)?;
     let head = Head {
         id: format!("{}{}", endpoint.id_prefix(), gen.id),
         created: now_nanos() / 1_000_000_000,
         model: req.model,
     };
+    let logprobs = req.logprobs.is_some();
     if req.stream {
-        Ok(stream(endpoint, head, gen, req.include_usage).into_response())
+        Ok(stream(endpoint, head, gen, req.include_usage, logprobs).into_response())
     } else {
-        answer(endpoint, head, gen).await
+        answer(endpoint, head, gen, logprobs).await
     }
 }
 
@@ -155,14 +156,19 @@ fn engine_error(e: String) -> ApiError {
     ApiError::new(500, "server_error", None, e)
 }
 
-/// The whole answer at once.
-async fn answer(endpoint: Endpoint, head: Head, mut gen: Generation) -> Result<Response, ApiError> {
+/// The whole answer at once (with the logprobs of its tokens, if asked for).
+async fn answer(endpoint: Endpoint, head: Head, mut gen: Generation, logprobs: bool) -> Result<Response, ApiError> {
     let mut text = String::new();
+    let mut entries = Vec::new();
     while let Some(out) = gen.next().await {
         match out {
-            Out::Text(t) => text.push_str(&t),
+            Out::Text(t, lp) => {
+                text.push_str(&t);
+                entries.extend(lp);
+            }
             Out::End { finish, tokens } => {
-                let body = endpoint.answer(&head, &text, finish, usage(gen.prompt_tokens, tokens));
+                let lp = choice_logprobs(logprobs.then_some(std::mem::take(&mut entries)));
+                let body = endpoint.answer(&head, &text, finish, usage(gen.prompt_tokens, tokens), lp);
                 return Ok(Json(body).into_response());
             }
             Out::Error(e) => return Err(engine_error(e)),
@@ -178,6 +184,8 @@ struct Streaming {
     head: Head,
     gen: Generation,
     include_usage: bool,
+    /// Chunks carry their tokens' logprobs.
+    logprobs: bool,
     /// Event data ready to go, and whether nothing more will be added.
     queue: VecDeque<String>,
     over: bool,
@@ -188,9 +196,12 @@ impl Streaming {
     async fn advance(&mut self) {
         let (endpoint, head) = (self.endpoint, &self.head);
         match self.gen.next().await {
-            Some(Out::Text(t)) => self.queue.push_back(endpoint.chunk(head, &t, false, None).to_string()),
+            Some(Out::Text(t, lp)) => {
+                let lp = choice_logprobs(self.logprobs.then_some(lp));
+                self.queue.push_back(endpoint.chunk(head, &t, false, None, lp).to_string());
+            }
             Some(Out::End { finish, tokens }) => {
-                self.queue.push_back(endpoint.chunk(head, "", false, Some(finish)).to_string());
+                self.queue.push_back(endpoint.chunk(head, "", false, Some(finish), Value::Null).to_string());
                 if self.include_usage {
                     let u = usage(self.gen.prompt_tokens, tokens);
                     self.queue.push_back(endpoint.usage_chunk(head, u).to_string());
@@ -216,13 +227,14 @@ fn stream(
     head: Head,
     gen: Generation,
     include_usage: bool,
+    logprobs: bool,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let mut queue = VecDeque::new();
     if endpoint == Endpoint::Chat {
         // OpenAI's first chat chunk names the role.
-        queue.push_back(endpoint.chunk(&head, "", true, None).to_string());
+        queue.push_back(endpoint.chunk(&head, "", true, None, Value::Null).to_string());
     }
-    let s = Streaming { endpoint, head, gen, include_usage, queue, over: false };
+    let s = Streaming { endpoint, head, gen, include_usage, logprobs, queue, over: false };
     let events = stream::unfold(s, |mut s| async move {
         loop {
             if let Some(data) = s.queue.pop_front() {

@@ -14,12 +14,12 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
 
-use super::api::{ApiError, Prompt};
+use super::api::{token_logprobs, ApiError, Prompt};
 use super::prometheus::Registry;
 use super::stop::StopMatcher;
 use crate::engine::{EngineOptions, Finish};
 use crate::sampling::SamplingParams;
-use crate::sched::{Command, Event, Priority, RequestStats, SeqRequest, Worker};
+use crate::sched::{Command, Event, Priority, RequestStats, SeqRequest, TokenLogprobs, Worker};
 use crate::tokenizer::TextTokenizer;
 
 /// Whether the model can serve.
@@ -40,7 +40,8 @@ pub enum LogFormat {
 
 /// What the engine thread says about one request.
 enum Piece {
-    Text(String),
+    /// New text (maybe empty), and its token's log-probabilities when they were asked for.
+    Text(String, Option<TokenLogprobs>),
     Done(RequestStats),
     Failed(String),
 }
@@ -56,7 +57,7 @@ pub struct Hub {
     shared: Arc<Shared>,
     commands: Sender<Command>,
     events: Option<JoinHandle<()>>,
-    tokenizer: TextTokenizer,
+    tokenizer: Arc<TextTokenizer>,
     next_id: AtomicU64,
     /// Requests the engine may hold at once, running and waiting.
     capacity: usize,
@@ -77,11 +78,17 @@ pub struct Generation {
     done: bool,
     /// The end, once the held-back text before it has gone out.
     end: Option<Out>,
+    /// Names the tokens of logprobs.
+    tokenizer: Arc<TextTokenizer>,
+    /// Logprobs entries (`api::token_logprobs`) of tokens whose text has not gone out yet.
+    logprobs: Vec<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Out {
-    Text(String),
+    /// New text, and the logprobs entries of the tokens since the last (when asked for; the
+    /// tokens of a stop string included).
+    Text(String, Vec<serde_json::Value>),
     /// `finish_reason` and the generated tokens.
     End {
         finish: &'static str,
@@ -134,7 +141,7 @@ impl Hub {
             shared,
             commands,
             events: Some(events),
-            tokenizer,
+            tokenizer: Arc::new(tokenizer),
             next_id: AtomicU64::new(1),
             capacity: kv.parallel as usize + max_waiting,
             model_name: model_name(path),
@@ -205,7 +212,8 @@ impl Hub {
         }
     }
 
-    /// Queues a request; 503 while the model loads or when the queue is full.
+    /// Queues a request (`logprobs`: `api::Request::logprobs`); 503 while the model loads or
+    /// when the queue is full.
     pub fn submit(
         &self,
         prompt_ids: Vec<u32>,
@@ -213,6 +221,7 @@ impl Hub {
         sampling: SamplingParams,
         stop: Vec<String>,
         priority: Priority,
+        logprobs: Option<u32>,
     ) -> Result<Generation, ApiError> {
         match &*self.shared.state.borrow() {
             State::Ready => {}
@@ -229,7 +238,7 @@ impl Hub {
             routes.insert(id, tx);
         }
         let prompt_tokens = prompt_ids.len();
-        let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos: true, priority };
+        let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos: true, priority, logprobs };
         let _ = self.commands.send(Command::SubmitIds(req));
         Ok(Generation {
             id,
@@ -240,6 +249,8 @@ impl Hub {
             stopped: false,
             done: false,
             end: None,
+            tokenizer: self.tokenizer.clone(),
+            logprobs: Vec::new(),
         })
     }
 }
@@ -279,7 +290,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
             Event::LoadFailed { error, .. } => {
                 shared.state.send_replace(State::Failed(format!("the model failed to load: {error}")));
             }
-            Event::Token { id, text } => route(id, Piece::Text(text), false),
+            Event::Token { id, text, logprobs } => route(id, Piece::Text(text, logprobs), false),
             Event::Finished(s) => {
                 shared.metrics.lock().expect("metrics lock").finished(&s);
                 log_request(&s, format);
@@ -335,8 +346,9 @@ impl Generation {
         while !self.done {
             let piece = self.pieces.recv().await;
             match piece {
-                Some(Piece::Text(_)) if self.stopped => {}
-                Some(Piece::Text(t)) => {
+                Some(Piece::Text(..)) if self.stopped => {}
+                Some(Piece::Text(t, logprobs)) => {
+                    self.logprobs.extend(logprobs.map(|lp| token_logprobs(&self.tokenizer, &lp)));
                     let (text, hit) = self.stop.push(&t);
                     if hit {
                         // The rest is not wanted: stop it now, the end comes with its stats.
@@ -344,7 +356,7 @@ impl Generation {
                         let _ = self.commands.send(Command::Cancel(self.id));
                     }
                     if !text.is_empty() {
-                        return Some(Out::Text(text));
+                        return Some(Out::Text(text, std::mem::take(&mut self.logprobs)));
                     }
                 }
                 Some(Piece::Done(s)) => {
@@ -355,11 +367,11 @@ impl Generation {
                     };
                     let end = Out::End { finish, tokens: s.tokens };
                     let rest = self.stop.finish();
-                    if rest.is_empty() {
+                    if rest.is_empty() && self.logprobs.is_empty() {
                         return Some(end);
                     }
                     self.end = Some(end);
-                    return Some(Out::Text(rest));
+                    return Some(Out::Text(rest, std::mem::take(&mut self.logprobs)));
                 }
                 Some(Piece::Failed(e)) => {
                     self.done = true;
