@@ -38,6 +38,8 @@ enum BenchWhat {
     /// Throughput and latency of many requests at once, for each concurrency (the golden
     /// batch size).
     BatchSweep(super::bench_sweep::SweepArgs),
+    /// Many random requests with cancellations: GPU buffers, RSS, threads and requests/s must stay flat.
+    Soak(super::bench_soak::SoakArgs),
 }
 
 /// A model file or a synthetic model (for `bench e2e` and `tune`).
@@ -160,6 +162,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         BenchWhat::Kernels(k) => kernels(k),
         BenchWhat::E2e(e) => e2e(e),
         BenchWhat::BatchSweep(s) => super::bench_sweep::run(s),
+        BenchWhat::Soak(s) => super::bench_soak::run(s),
     }
 }
 

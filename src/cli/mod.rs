@@ -3,6 +3,7 @@
 mod batch;
 mod bench;
 mod bench_ops;
+mod bench_soak;
 mod bench_sweep;
 mod chat;
 mod generate;

@@ -4,11 +4,12 @@
 //! planned first (`batch.rs`); a cancelled request frees its memory at once.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 
 use super::batch::{BatchOptions, Batcher, SeqEvent};
 use super::metrics::Summary;
@@ -207,8 +208,10 @@ impl EngineThread {
                 Err(_) => {}
             }
             if busy {
-                if let Err(e) = self.step() {
-                    self.fail_all(&format!("{e:#}"));
+                match catch(|| self.step()) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => self.fail_all(&format!("{e:#}")),
+                    Err(panic) => self.unload_after_panic(&panic),
                 }
             }
             if !self.busy() {
@@ -235,7 +238,8 @@ impl EngineThread {
             Command::Load(..) if self.busy() => self.deferred.push(c),
             Command::Load(path, opts) => {
                 self.emit(Event::Loading(path.clone()));
-                match Engine::load(&path, &opts) {
+                let loaded = catch(|| Engine::load(&path, &opts));
+                match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
                         let description = describe(&e);
                         let b = Batcher::new(&mut e, BatchOptions::default());
@@ -247,7 +251,7 @@ impl EngineThread {
                 self.send_metrics();
             }
             Command::Submit(req) => {
-                if let Err(e) = self.submit(&req) {
+                if let Err(e) = catch(|| self.submit(&req)).unwrap_or_else(|p| Err(anyhow!("panicked: {p}"))) {
                     self.emit(Event::Failed { id: req.id, error: format!("{e:#}") });
                 }
                 self.send_metrics();
@@ -339,6 +343,19 @@ impl EngineThread {
         }
     }
 
+    /// A step panicked: the batcher and the engine may be half-way through it, so every
+    /// request fails without touching them, and the model is dropped (the front end can load
+    /// it again).
+    fn unload_after_panic(&mut self, panic: &str) {
+        let error = format!("the engine panicked ({panic}); the model was unloaded, load it again");
+        let ids = self.model.take().map_or_else(Vec::new, |(_, b)| b.ids());
+        for id in ids {
+            self.streams.remove(&id);
+            self.emit(Event::Failed { id, error: error.clone() });
+        }
+        self.send_metrics();
+    }
+
     fn send_metrics(&self) {
         let mut m = Metrics::default();
         if let Some((e, b)) = &self.model {
@@ -358,6 +375,16 @@ impl EngineThread {
         }
         self.emit(Event::Metrics(m));
     }
+}
+
+/// `f`'s value, or the message of its panic: a bug met on some input fails what the engine
+/// thread was doing instead of ending the thread (its front end would wait forever).
+fn catch<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "no message".into(),
+    })
 }
 
 fn describe(e: &Engine) -> String {
