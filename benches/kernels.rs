@@ -9,7 +9,7 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::synthetic::{random_gpu_weight, random_values};
 use wginfer::model::tensor::DType;
 use wginfer::ops::argmax::Argmax;
-use wginfer::ops::attention::AttnBuffers;
+use wginfer::ops::attention::{AttnBuffers, AttnOptions};
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
 use wginfer::ops::input_f16::InputF16;
@@ -46,8 +46,7 @@ fn kernels(c: &mut Criterion) {
     let y = gpu.storage("y", (n * 64 * 4) as u64).unwrap();
     let cfg = LinearConfig::for_gpu(&gpu);
     for ty in [WeightType::F16, WeightType::Q4_0] {
-        let dtype = if ty == WeightType::F16 { DType::F16 } else { DType::Q4_0 };
-        let bytes = random_gpu_weight(dtype, n, k, 1).unwrap();
+        let bytes = random_gpu_weight(DType::stored_as(ty), n, k, 1).unwrap();
         let w = Weight::upload(&gpu, "w", ty, n, k, &bytes).unwrap();
         let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, Rows::Outputs).unwrap();
         bench(c, &gpu, &format!("matmul gemv {n}x{k} {}", ty.name()), |p| gemv.record(p, 1));
@@ -65,9 +64,9 @@ fn kernels(c: &mut Criterion) {
     let q = buffer(&gpu, &values(heads.q_dim() as usize));
     let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
     let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, o: &o, plan: &plan };
-    let plain = AttentionPlain::new(&gpu, &heads, 512, &b).unwrap();
+    let plain = AttentionPlain::new(&gpu, &heads, AttnOptions::full(&heads), 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
-    let flash = AttentionFlash::new(&gpu, &heads, &b).unwrap();
+    let flash = AttentionFlash::new(&gpu, &heads, AttnOptions::full(&heads), &b).unwrap();
     bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, 1, 512));
     let gamma = buffer(&gpu, &values(k));
     let norm_bufs = NormBuffers { x: &x, gamma: &gamma, y: &y };

@@ -13,6 +13,15 @@ Output, under tests/fixtures/:
                   embeddings, config.json in the installed transformers' style
     qwen2-bf16/   same architecture, other seed, weights stored as bfloat16
     mistral-f16/  MistralForCausalLM, float16,  GQA 8:2, head_dim 8
+    qwen3-bf16/   Qwen3ForCausalLM,   bfloat16, GQA 4:2, head_dim 32 (not
+                  hidden / heads = 16), per-head q/k RMSNorm, no biases
+    gemma3-bf16/  Gemma3ForCausalLM (text), bfloat16, GQA 4:2, head_dim 32,
+                  6 layers: 5 local (sliding window 16, RoPE base 10000) and
+                  the last global (base 1e6, linear RoPE scaling x8), (1 + w)
+                  norms before and after attention and MLP, GeGLU (tanh),
+                  q/k norms, query_pre_attn_scalar 24 (not head_dim),
+                  embeddings scaled by sqrt(hidden), tied LM head, Gemma's
+                  chat template; prompts of 16 tokens too (the window)
 
 Each folder holds config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json (ChatML chat_template), generation_config.json and
@@ -29,9 +38,12 @@ upcast exactly), eager attention, greedy decoding of 16 tokens without EOS
 stopping. Seeds are retried deterministically until every greedy step of every
 case has a top1-top2 logit gap of at least MIN_MARGIN.
 
-Usage:  python3 scripts/make_fixtures.py
+Usage:  python3 scripts/make_fixtures.py [--only NAME ...]
+        (--only: build and verify just those fixtures, leaving the others'
+        files as they are)
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -57,6 +69,10 @@ from transformers import (  # noqa: E402
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,6 +92,27 @@ CHAT_TEMPLATE = (
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+# google/gemma-3-1b-it's tokenizer_config.json chat_template.
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n        {%- endfor -%}\n    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n    {%- endif -%}\n    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n{%- if add_generation_prompt -%}\n    {{'<start_of_turn>model\\n'}}\n{%- endif -%}\n"
 )
 
 CHAT_MESSAGES = [
@@ -173,6 +210,26 @@ SPECS = [
         "old_style_config": False,
         "eos_in_generation_config": EOS_ID,
     },
+    {
+        "name": "qwen3-bf16",
+        "tokenizer": "qwen2",
+        "arch": "qwen3",
+        "dtype": torch.bfloat16,
+        "seed": 5000,
+        "old_style_config": False,
+        "eos_in_generation_config": [EOS_ID, BOS_ID],
+    },
+    {
+        "name": "gemma3-bf16",
+        "tokenizer": "gemma",
+        "arch": "gemma3",
+        "dtype": torch.bfloat16,
+        "seed": 6000,
+        "old_style_config": False,
+        "eos_in_generation_config": EOS_ID,
+        # 16: a prompt that fills the sliding window exactly, decode crosses it.
+        "prompt_lens": [1, 7, 16, 64, 300, 1500],
+    },
 ]
 
 # Pre-tokenizer regex of Qwen2's tokenizer.json.
@@ -222,25 +279,27 @@ def qwen2_style(tok):
     return q
 
 
-def wrap_tokenizer(tok):
+def wrap_tokenizer(tok, chat_template=CHAT_TEMPLATE):
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=SPECIAL_TOKENS[BOS_ID],
         eos_token=SPECIAL_TOKENS[EOS_ID],
         pad_token=SPECIAL_TOKENS[BOS_ID],
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         model_max_length=4096,
         clean_up_tokenization_spaces=False,
     )
 
 
 def build_tokenizers():
-    """{"gpt2": ..., "qwen2": ...}: one trained BPE in two pipelines."""
+    """{"gpt2": ..., "qwen2": ..., "gemma": ...}: one trained BPE in two pipelines ("gemma":
+    the gpt2 one with Gemma's chat template)."""
     tok = train_bpe()
-    return {"gpt2": wrap_tokenizer(tok), "qwen2": wrap_tokenizer(qwen2_style(tok))}
+    return {"gpt2": wrap_tokenizer(tok), "qwen2": wrap_tokenizer(qwen2_style(tok)),
+            "gemma": wrap_tokenizer(tok, GEMMA_CHAT_TEMPLATE)}
 
 
-TOKENIZER_CLASS = {"gpt2": "PreTrainedTokenizerFast", "qwen2": "Qwen2Tokenizer"}
+TOKENIZER_CLASS = {"gpt2": "PreTrainedTokenizerFast", "qwen2": "Qwen2Tokenizer", "gemma": "PreTrainedTokenizerFast"}
 
 
 def save_tokenizer(tokenizer, kind, folder):
@@ -251,7 +310,7 @@ def save_tokenizer(tokenizer, kind, folder):
         jinja.unlink()
     path = folder / "tokenizer_config.json"
     cfg = json.loads(path.read_text())
-    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg["chat_template"] = tokenizer.chat_template
     # Class names every transformers version knows (5.x writes its own
     # "TokenizersBackend", which 4.x cannot load).
     cfg["tokenizer_class"] = TOKENIZER_CLASS[kind]
@@ -319,6 +378,45 @@ def make_config(arch, dtype):
             sliding_window=None,
             tie_word_embeddings=False,
         )
+    elif arch == "qwen3":
+        cfg = Qwen3Config(
+            **common,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            intermediate_size=160,
+            rms_norm_eps=1e-6,
+            rope_theta=1000000.0,
+            attention_bias=False,
+            tie_word_embeddings=False,
+            use_sliding_window=False,
+            sliding_window=None,
+        )
+    elif arch == "gemma3":
+        common = {k: v for k, v in common.items() if k not in ("hidden_act", "num_hidden_layers")}
+        cfg = Gemma3TextConfig(
+            **common,
+            num_hidden_layers=6,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            intermediate_size=160,
+            rms_norm_eps=1e-6,
+            hidden_activation="gelu_pytorch_tanh",
+            query_pre_attn_scalar=24,
+            sliding_window=16,
+            # llama.cpp's pattern for gemma3 (every sixth layer global), so the GGUF holds it too.
+            layer_types=["sliding_attention"] * 5 + ["full_attention"],
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+            final_logit_softcapping=None,
+            attn_logit_softcapping=None,
+            attention_bias=False,
+            tie_word_embeddings=True,
+        )
+        cfg.architectures = ["Gemma3ForCausalLM"]
     else:
         raise ValueError(arch)
     cfg._attn_implementation = "eager"
@@ -326,15 +424,20 @@ def make_config(arch, dtype):
     return cfg
 
 
-MODEL_CLASSES = {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM, "mistral": MistralForCausalLM}
+MODEL_CLASSES = {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM, "mistral": MistralForCausalLM,
+                 "qwen3": Qwen3ForCausalLM, "gemma3": Gemma3ForCausalLM}
+
+# Gemma's RMSNorm scales by (1 + w): its norm weights are drawn 1 lower, so the scales match.
+NORM_OFFSET = {"gemma3": 1.0}
 
 
 @torch.no_grad()
-def init_weights(model, seed):
+def init_weights(model, seed, norm_offset=0.0):
     """Fill every parameter from one seeded generator, independent of the
     library's own init: N(0, INIT_STD) for matrices and biases, U(0.6, 1.4)
     for the per-layer RMSNorm scales and U(2, 4) for the final norm (a larger
-    final scale spreads the logits so greedy margins are comfortable)."""
+    final scale spreads the logits so greedy margins are comfortable); norm
+    weights less `norm_offset` (Gemma's norms scale by 1 + w)."""
     gen = torch.Generator().manual_seed(seed)
     seen = set()
     for name, p in sorted(model.named_parameters(remove_duplicate=False), key=lambda kv: kv[0]):
@@ -342,9 +445,9 @@ def init_weights(model, seed):
             continue
         seen.add(id(p))
         if name == "model.norm.weight":
-            v = torch.rand(p.shape, generator=gen) * 2.0 + 2.0
+            v = torch.rand(p.shape, generator=gen) * 2.0 + 2.0 - norm_offset
         elif name.endswith("norm.weight"):
-            v = torch.rand(p.shape, generator=gen) * 0.8 + 0.6
+            v = torch.rand(p.shape, generator=gen) * 0.8 + 0.6 - norm_offset
         else:
             v = torch.randn(p.shape, generator=gen) * INIT_STD
         p.copy_(v.to(p.dtype))
@@ -354,7 +457,7 @@ def build_model(arch, dtype, seed):
     """Return (model stored in `dtype`, float32 model holding the same values)."""
     cfg = make_config(arch, torch.float32)
     model = MODEL_CLASSES[arch](cfg).to(torch.float32)
-    init_weights(model, seed)
+    init_weights(model, seed, NORM_OFFSET.get(arch, 0.0))
     stored = model.to(dtype)  # rounds to bf16/f16 (no-op for f32)
     stored.config.dtype = dtype
     # A fresh float32 model holding the exact upcast of the stored values.
@@ -411,11 +514,11 @@ def check_without_cache(model, ids, first_logits, generated):
     assert err < 1e-4 * max(1.0, float(first_logits.abs().max())), err
 
 
-def compute_cases(model, spec_index):
+def compute_cases(model, spec_index, prompt_lens):
     """Goldens for every prompt length, or None as soon as one case has a
     greedy margin below MIN_MARGIN (cheap cases first)."""
     cases = []
-    for length in PROMPT_LENS:
+    for length in prompt_lens:
         ids = prompt_ids(spec_index, length)
         logits, gen_ids, margin = greedy(model, ids)
         if margin < MIN_MARGIN:
@@ -496,7 +599,7 @@ def make_fixture(spec_index, spec, tokenizers_):
     for attempt in range(MAX_ATTEMPTS):
         seed = spec["seed"] + attempt
         stored, ref = build_model(spec["arch"], spec["dtype"], seed)
-        cases, failed = compute_cases(ref, spec_index)
+        cases, failed = compute_cases(ref, spec_index, spec.get("prompt_lens", PROMPT_LENS))
         if cases is not None:
             break
         print(f"  {spec['name']}: seed {seed}: margin {failed[1]:.4f} at prompt_len {failed[0]}, next seed")
@@ -525,8 +628,17 @@ def verify_fixture(spec):
     if spec["arch"] == "llama":
         rp = model.config.rope_parameters
         assert rp["rope_type"] == "llama3" and rp["factor"] == 8.0, rp
+    if spec["arch"] == "qwen3":
+        c = model.config
+        assert c.head_dim == 32 != c.hidden_size // c.num_attention_heads, c
+        assert model.model.layers[0].self_attn.q_norm.weight.shape == (32,)
+    if spec["arch"] == "gemma3":
+        c = model.config
+        assert c.layer_types.count("full_attention") == 1 and c.sliding_window == 16, c
+        assert c.rope_parameters["full_attention"]["rope_type"] == "linear", c.rope_parameters
+        assert c.query_pre_attn_scalar != c.head_dim, c
     worst = 0.0
-    for case in (golden["cases"][2], golden["cases"][4]):
+    for case in (golden["cases"][2], golden["cases"][-1]):
         logits, gen_ids, _ = greedy(model, case["prompt_ids"])
         want = torch.tensor(case["logits"])
         err = float((logits - want).abs().max())
@@ -547,6 +659,10 @@ def verify_fixture(spec):
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", nargs="+", metavar="NAME", choices=[s["name"] for s in SPECS],
+                        help="build and verify only these fixtures")
+    only = parser.parse_args().only
     torch.set_num_threads(1)  # identical float reductions on every run
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
@@ -554,9 +670,10 @@ def main():
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     OUT.mkdir(parents=True, exist_ok=True)
     tokenizers_ = build_tokenizers()
-    for i, spec in enumerate(SPECS):
+    chosen = [(i, spec) for i, spec in enumerate(SPECS) if only is None or spec["name"] in only]
+    for i, spec in chosen:
         make_fixture(i, spec, tokenizers_)
-    for spec in SPECS:
+    for _, spec in chosen:
         verify_fixture(spec)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tiny quantized GGUF files made from the tiny HF fixtures, with goldens.
 
-Converts tests/fixtures/llama-f32 and tests/fixtures/qwen2-f32 (made by
+Converts tests/fixtures/llama-f32, qwen2-f32 and qwen3-bf16 (made by
 scripts/make_fixtures.py) to GGUF the way llama.cpp's convert_hf_to_gguf.py
 would, writing with gguf-py's GGUFWriter and quantizing with
 gguf.quants.quantize:
@@ -14,6 +14,26 @@ gguf.quants.quantize:
     tests/fixtures/gguf/tiny-qwen2-q8_0.gguf    2-D weights Q8_0, q/k/v biases
                                                 and norms F32, no output.weight
                                                 (tied to token_embd)
+    tests/fixtures/gguf/tiny-llama3-f32.gguf    every tensor F32, with the
+                                                llama3 rope scaling as
+                                                rope_freqs.weight, and
+                                                attention.key_length
+    tests/fixtures/gguf/tiny-qwen3-q8_0.gguf    arch qwen3: 2-D weights Q8_0,
+                                                norms (q/k norms too) F32,
+                                                key_length 32 (not 64 / 4)
+    tests/fixtures/gguf/tiny-gemma3-q8_0.gguf   arch gemma3: 2-D weights Q8_0,
+                                                norms F32 stored as 1 + w, the
+                                                sliding window, linear RoPE
+                                                scaling of the global layers
+    tests/fixtures/gguf/tiny-llama-mixed-parts.gguf
+                                                types differing inside the fused
+                                                projections: layer 0 attn_q Q4_0,
+                                                attn_k Q5_0, attn_v Q8_0,
+                                                ffn_gate Q4_1, ffn_up Q8_0;
+                                                layer 1 attn_q/k/v Q8_0,
+                                                ffn_gate/up Q4_1; attn_output
+                                                Q4_1, ffn_down Q5_1, token_embd
+                                                Q8_0, output Q5_1, norms F32
 
 and next to each `<stem>.golden.json`.
 
@@ -36,14 +56,45 @@ Conversion, as llama.cpp does it:
     strings as in tokenizer.json), token_type (3 = CONTROL for the three
     special tokens, 1 = NORMAL otherwise), merges ("a b"), bos 0, eos 2,
     padding 0, add_bos_token false, add_eos_token false, chat_template.
-  * The llama fixture uses llama3 rope scaling. llama.cpp would store that as
-    a rope_freqs.weight tensor, which transformers' GGUF loader ignores, so
-    the GGUF has plain rope (theta 10000) and no scaling. The goldens are
-    generated from the GGUF itself, so they reflect plain rope.
+  * The llama fixture uses llama3 rope scaling. llama.cpp stores that as a
+    rope_freqs.weight tensor (LlamaModel.generate_extra_tensors: F32, one
+    divisor per frequency: 1 for high frequencies, the factor for low ones,
+    1 / ((1 - smooth) / factor + smooth) between; written before the model's
+    tensors), which transformers' GGUF loader ignores. tiny-llama-q8_0,
+    tiny-llama-mixed and tiny-llama-mixed-parts leave it out: plain rope (theta 10000), goldens from
+    transformers loading them. tiny-llama3-f32 has it, so its goldens come
+    from the folder's own model (llama3 scaling) holding the GGUF's weights
+    (see below). One difference from llama.cpp: its converter reads
+    original_max_position_embeddings from the top level of config.json
+    (8192 when absent, the value real Llama 3.x configs also carry inside
+    rope_scaling); the fixture has 256, inside rope_scaling only, so this
+    script takes it from there, as transformers does.
+  * gemma3 (Gemma3Model): no permutation; every norm weight stored as 1 + w
+    (Gemma3Model.modify_tensors, norm_shift); the four norms of a block as
+    attn_norm (input_layernorm), post_attention_norm, ffn_norm
+    (pre_feedforward_layernorm), post_ffw_norm; no output.weight (tied);
+    metadata attention.sliding_window, key_length / value_length, rope.freq_base
+    of the global layers, rope.scaling.type linear + rope.scaling.factor.
+    llama.cpp itself takes the rest (llama-model.cpp, LLM_ARCH_GEMMA3): every
+    sixth layer global, local RoPE base 10000, attention scale
+    1 / sqrt(key_length) whatever query_pre_attn_scalar said, so the fixture
+    (query_pre_attn_scalar 24) has its goldens from the folder's model with
+    query_pre_attn_scalar = head_dim holding the dequantized weights
+    (transformers' GGUF loader reads neither key_length nor the scaling).
+  * qwen3 (Qwen3Model, a Qwen2Model): no permutation, no biases, the q/k
+    norms as blk.N.attn_q_norm / attn_k_norm (F32, head_dim), and
+    {arch}.attention.key_length / value_length from config.json's head_dim
+    (TextModel.set_gguf_parameters writes them whenever head_dim is given).
+    transformers' GGUF loader ignores key_length (it takes head_dim =
+    hidden / heads and cannot load this file).
 
 Goldens: each file is reloaded with transformers
 (AutoModelForCausalLM.from_pretrained(gguf_file=..., dtype=float32), eager
-attention; weights dequantized to float32 by gguf-py) and `<stem>.golden.json`
+attention; weights dequantized to float32 by gguf-py) or, for the two files
+transformers' GGUF loader cannot read faithfully (tiny-llama3-f32,
+tiny-qwen3-q8_0), the source folder's transformers model (its own config.json)
+with its state dict rebuilt from the GGUF (GGUFReader + gguf.quants.dequantize
++ un-permute); `<stem>.golden.json`
 gets, in the golden.json format of make_fixtures.py, cases for prompts of 1,
 7, 64 and 300 random non-special tokens: prompt_ids, 16 greedy ids (no EOS
 stop), logits at the last prompt position, min top1-top2 margin over the 16
@@ -58,11 +109,14 @@ reference logits (proves names, permutation and metadata), and the GGUF
 tokenizer must encode a set of strings like the fixture's tokenizer.json
 (differences are printed and recorded under "tokenizer_differences").
 
-Usage:  python3 scripts/make_gguf_fixtures.py     (after make_fixtures.py)
+Usage:  python3 scripts/make_gguf_fixtures.py [--only STEM ...]   (after make_fixtures.py;
+        --only: just those files, the others left as they are)
 Needs:  transformers torch tokenizers safetensors gguf accelerate
 """
 
+import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -79,9 +133,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from gguf import GGMLQuantizationType as Q  # noqa: E402
-from gguf import GGUFReader, GGUFWriter, LlamaFileType, TokenType  # noqa: E402
+from gguf import GGUFReader, GGUFWriter, LlamaFileType, RopeScalingType, TokenType  # noqa: E402
 from gguf.quants import quantize  # noqa: E402
-from safetensors.numpy import load_file  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402  (numpy has no bfloat16)
 from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
@@ -112,6 +166,21 @@ def mixed(gguf_name):
     }[leaf]
 
 
+def mixed_parts(gguf_name):
+    """Types differing inside the fused projections, as llama.cpp's *_M mixes do in some layers
+    (gemma-3-270m Q4_K_M: q/k Q5_0, v Q8_0): layer 0 has q Q4_0, k Q5_0, v Q8_0 and gate Q4_1,
+    up Q8_0; layer 1 keeps q/k/v (Q8_0) and gate/up (Q4_1) of one type each."""
+    if gguf_name == "token_embd.weight":
+        return Q.Q8_0
+    if gguf_name == "output.weight":
+        return Q.Q5_1
+    layer, leaf = int(gguf_name.split(".")[1]), gguf_name.split(".")[2]
+    mixed_layer = {"attn_q": Q.Q4_0, "attn_k": Q.Q5_0, "attn_v": Q.Q8_0, "ffn_gate": Q.Q4_1, "ffn_up": Q.Q8_0}
+    uniform_layer = {"attn_q": Q.Q8_0, "attn_k": Q.Q8_0, "attn_v": Q.Q8_0, "ffn_gate": Q.Q4_1, "ffn_up": Q.Q4_1}
+    common = {"attn_output": Q.Q4_1, "ffn_down": Q.Q5_1}
+    return {**common, **(mixed_layer if layer == 0 else uniform_layer)}[leaf]
+
+
 SPECS = [
     {"stem": "tiny-llama-q8_0", "source": "llama-f32", "arch": "llama", "pre": "gpt2",
      "plan": q8_0_everywhere, "file_type": LlamaFileType.MOSTLY_Q8_0},
@@ -119,6 +188,19 @@ SPECS = [
      "plan": mixed, "file_type": LlamaFileType.MOSTLY_Q4_0},  # "mostly": the attention weights
     {"stem": "tiny-qwen2-q8_0", "source": "qwen2-f32", "arch": "qwen2", "pre": "qwen2",
      "plan": q8_0_everywhere, "file_type": LlamaFileType.MOSTLY_Q8_0},
+    # As llama.cpp writes them today: rope_freqs.weight, key_length / value_length; goldens
+    # from the dequantized weights in the folder's own model ("dequantized").
+    {"stem": "tiny-llama3-f32", "source": "llama-f32", "arch": "llama", "pre": "gpt2",
+     "plan": lambda name: Q.F32, "file_type": LlamaFileType.ALL_F32,
+     "rope_freqs": True, "key_length": True, "golden_from": "dequantized"},
+    {"stem": "tiny-qwen3-q8_0", "source": "qwen3-bf16", "arch": "qwen3", "pre": "qwen2",
+     "plan": q8_0_everywhere, "file_type": LlamaFileType.MOSTLY_Q8_0,
+     "key_length": True, "golden_from": "dequantized"},
+    {"stem": "tiny-llama-mixed-parts", "source": "llama-f32", "arch": "llama", "pre": "gpt2",
+     "plan": mixed_parts, "file_type": LlamaFileType.MOSTLY_Q4_1},
+    {"stem": "tiny-gemma3-q8_0", "source": "gemma3-bf16", "arch": "gemma3", "pre": "gpt2",
+     "plan": q8_0_everywhere, "file_type": LlamaFileType.MOSTLY_Q8_0,
+     "key_length": True, "golden_from": "dequantized"},
 ]
 
 LAYER_NAMES = {
@@ -127,6 +209,8 @@ LAYER_NAMES = {
     "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.weight": "attn_k.weight",
     "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
     "self_attn.v_proj.weight": "attn_v.weight",
     "self_attn.v_proj.bias": "attn_v.bias",
     "self_attn.o_proj.weight": "attn_output.weight",
@@ -134,6 +218,13 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+}
+# gemma3's block norms (llama.cpp's tensor_mapping for MODEL_ARCH.GEMMA3).
+GEMMA3_LAYER_NAMES = {
+    **LAYER_NAMES,
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
 }
 
 # Strings for the tokenizer comparison on top of make_fixtures.ENCODE_STRINGS.
@@ -159,7 +250,35 @@ def llama_permute(w, n_head, n_head_kv=None):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def gguf_name(hf_name):
+def rope_freqs(cfg):
+    """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors: llama3 scaling
+    as one divisor per frequency (original_max_position_embeddings from the
+    rope settings, see the module docstring)."""
+    rp = cfg.rope_parameters
+    assert rp["rope_type"] == "llama3", rp
+    base, dim = rp["rope_theta"], cfg.head_dim
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = rp["factor"], rp["low_freq_factor"], rp["high_freq_factor"]
+    old_context_len = rp["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context_len / low, old_context_len / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            factors.append(1)
+        elif wavelen > low_freq_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32).numpy()
+
+
+def layer_names(arch):
+    return GEMMA3_LAYER_NAMES if arch == "gemma3" else LAYER_NAMES
+
+
+def gguf_name(hf_name, arch):
     if hf_name == "model.embed_tokens.weight":
         return "token_embd.weight"
     if hf_name == "model.norm.weight":
@@ -168,16 +287,21 @@ def gguf_name(hf_name):
         return "output.weight"
     parts = hf_name.split(".")
     assert parts[:2] == ["model", "layers"], hf_name
-    return f"blk.{parts[2]}.{LAYER_NAMES['.'.join(parts[3:])]}"
+    return f"blk.{parts[2]}.{layer_names(arch)['.'.join(parts[3:])]}"
 
 
-def gguf_tensors(folder, cfg, arch):
+def gguf_tensors(folder, cfg, spec):
     """[(gguf name, float32 array)] in llama.cpp's naming and row order."""
+    arch = spec["arch"]
     state = load_file(str(folder / "model.safetensors"))
     tensors = {}
+    if spec.get("rope_freqs"):
+        tensors["rope_freqs.weight"] = rope_freqs(cfg)
     for hf_name, w in state.items():
-        w = w.astype(np.float32)
-        name = gguf_name(hf_name)
+        w = w.to(torch.float32).numpy()
+        name = gguf_name(hf_name, arch)
+        if arch == "gemma3" and hf_name.endswith("norm.weight"):
+            w = w + np.float32(1.0)  # Gemma3Model.norm_shift
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_q.bias")):
             w = llama_permute(w, cfg.num_attention_heads)
         elif arch == "llama" and name.endswith(("attn_k.weight", "attn_k.bias")):
@@ -188,12 +312,14 @@ def gguf_tensors(folder, cfg, arch):
     else:
         assert "output.weight" in tensors
 
-    def order(name):  # token_embd, blocks in order, output_norm, output
+    def order(name):  # rope_freqs, token_embd, blocks in order, output_norm, output
+        if name == "rope_freqs.weight":
+            return (-1, 0, "")
         if name == "token_embd.weight":
             return (0, 0, "")
         if name.startswith("blk."):
             leaf = name.split(".", 2)[2]
-            return (1, int(name.split(".")[1]), list(LAYER_NAMES.values()).index(leaf))
+            return (1, int(name.split(".")[1]), list(layer_names(arch).values()).index(leaf))
         return (2, 0, name)
     return [(n, tensors[n]) for n in sorted(tensors, key=order)]
 
@@ -236,10 +362,19 @@ def write_gguf(path, spec, cfg, tensors, tok, plan):
     w.add_block_count(cfg.num_hidden_layers)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    rope = cfg.rope_parameters.get("full_attention", cfg.rope_parameters)  # gemma3: per layer type
+    w.add_rope_freq_base(float(rope["rope_theta"]))
+    if arch == "gemma3":
+        w.add_sliding_window(cfg.sliding_window)
+        assert rope["rope_type"] == "linear", rope
+        w.add_rope_scaling_type(RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(float(rope["factor"]))
     w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     w.add_rope_dimension_count(head_dim)
+    if spec.get("key_length"):
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(spec["pre"])
     w.add_token_list(tok["tokens"])
@@ -279,11 +414,14 @@ def load_gguf_model(path):
 
 
 def load_reference(spec):
-    """Float32 HF model of the source fixture; llama with plain rope (what the GGUF encodes)."""
+    """Float32 HF model of the source fixture; llama with plain rope unless the GGUF has
+    rope_freqs (what the GGUF encodes)."""
     folder = FIXTURES / spec["source"]
     cfg = AutoConfig.from_pretrained(folder)
-    if spec["arch"] == "llama":
+    if spec["arch"] == "llama" and not spec.get("rope_freqs"):
         cfg.rope_parameters = {"rope_type": "default", "rope_theta": float(cfg.rope_parameters["rope_theta"])}
+    if spec["arch"] == "gemma3":
+        cfg.query_pre_attn_scalar = cfg.head_dim  # what llama.cpp takes (see the module docstring)
     model = AutoModelForCausalLM.from_pretrained(folder, config=cfg, dtype=torch.float32,
                                                  attn_implementation="eager")
     model.eval()
@@ -305,7 +443,7 @@ def check_f32_roundtrip(spec, cfg, tensors, tok, ref):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "f32.gguf"
         write_gguf(path, spec, cfg, tensors, tok, lambda name: Q.F32)
-        model = load_gguf_model(path)
+        model = golden_model(spec, path)
         worst = 0.0
         for length in (7, 64):
             ids = prompt_ids(99, length, 0)
@@ -338,17 +476,27 @@ def llama_unpermute(w, n_head):
 
 
 @torch.no_grad()
-def check_independent_load(spec, path, golden):
-    """Rebuild the HF state dict from the GGUF without transformers' GGUF
-    loader (GGUFReader + gguf.quants.dequantize + un-permute here) and check
-    the golden logits with it."""
+def dequantized_model(spec, path):
+    """The source folder's model (load_reference) with the HF state dict
+    rebuilt from the GGUF without transformers' GGUF loader (GGUFReader +
+    gguf.quants.dequantize + un-permute here). rope_freqs.weight must give
+    the model's own (llama3-scaled) frequencies."""
     from gguf.quants import dequantize
     ref = load_reference(spec)
     cfg = ref.config
-    inverse = {gguf_name(k): k for k in ref.state_dict() if "rotary" not in k}
+    inverse = {gguf_name(k, spec["arch"]): k for k in ref.state_dict() if "rotary" not in k}
     state = {}
     for t in GGUFReader(path).tensors:
+        if t.name == "rope_freqs.weight":
+            rp = cfg.rope_parameters
+            base = 1.0 / (rp["rope_theta"] ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim))
+            scaled = base / torch.from_numpy(np.array(t.data, dtype=np.float32))
+            want = ref.model.rotary_emb.inv_freq
+            assert torch.allclose(scaled, want, rtol=1e-6, atol=0), (scaled, want)
+            continue
         w = dequantize(t.data, t.tensor_type).reshape([int(x) for x in t.shape[::-1]]).astype(np.float32)
+        if spec["arch"] == "gemma3" and t.name.endswith("norm.weight"):
+            w = w - np.float32(1.0)
         if spec["arch"] == "llama" and ".attn_q." in t.name:
             w = llama_unpermute(w, cfg.num_attention_heads)
         elif spec["arch"] == "llama" and ".attn_k." in t.name:
@@ -360,6 +508,21 @@ def check_independent_load(spec, path, golden):
     assert not unexpected and all(m == "lm_head.weight" for m in missing), (missing, unexpected)
     if cfg.tie_word_embeddings:
         ref.tie_weights()
+    return ref
+
+
+def golden_model(spec, path):
+    """The model the goldens come from: transformers' GGUF loader, or where it cannot read the
+    file faithfully, the dequantized weights in the folder's own model."""
+    if spec.get("golden_from") == "dequantized":
+        return dequantized_model(spec, path)
+    return load_gguf_model(path)
+
+
+@torch.no_grad()
+def check_independent_load(spec, path, golden):
+    """The golden logits again, from the dequantized weights in the folder's own model."""
+    ref = dequantized_model(spec, path)
     worst = 0.0
     for case in golden["cases"]:
         got = last_logits(ref, case["prompt_ids"])
@@ -370,7 +533,7 @@ def check_independent_load(spec, path, golden):
 
 
 def make_golden(spec_index, spec, path, types, ref, f32_err):
-    model = load_gguf_model(path)
+    model = golden_model(spec, path)
     cases, quant_error = [], {}
     for length in PROMPT_LENS:
         for attempt in range(MAX_PROMPT_ATTEMPTS):
@@ -397,7 +560,7 @@ def make_golden(spec_index, spec, path, types, ref, f32_err):
         "file": path.name,
         "arch": spec["arch"],
         "source_fixture": spec["source"],
-        "rope": "default (no rope scaling)",
+        "rope": "llama3 (rope_freqs.weight)" if spec.get("rope_freqs") else "default (no rope scaling)",
         "tensors": types,
         "cases": cases,
         "quant_error": quant_error,
@@ -406,12 +569,18 @@ def make_golden(spec_index, spec, path, types, ref, f32_err):
         "encode": encode,
         "tokenizer_differences": diffs,
     }
+    if spec.get("golden_from") == "dequantized":
+        golden["golden_from"] = "the source folder's model with the GGUF's dequantized weights"
     out = path.with_name(path.stem + ".golden.json")
     out.write_text(json.dumps(golden, separators=(",", ":"), ensure_ascii=False) + "\n")
     return golden, out
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", nargs="+", metavar="STEM", choices=[s["stem"] for s in SPECS],
+                        help="write only these files")
+    only = parser.parse_args().only
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
@@ -420,13 +589,16 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     refs = {}
     for i, spec in enumerate(SPECS):
+        if only is not None and spec["stem"] not in only:
+            continue
         folder = FIXTURES / spec["source"]
         cfg = AutoConfig.from_pretrained(folder)
-        tensors = gguf_tensors(folder, cfg, spec["arch"])
+        tensors = gguf_tensors(folder, cfg, spec)
         tok = tokenizer_metadata(folder)
-        if spec["source"] not in refs:
-            refs[spec["source"]] = load_reference(spec)
-        ref = refs[spec["source"]]
+        key = (spec["source"], bool(spec.get("rope_freqs")))
+        if key not in refs:
+            refs[key] = load_reference(spec)
+        ref = refs[key]
         f32_err = check_f32_roundtrip(spec, cfg, tensors, tok, ref)
         path = OUT / f"{spec['stem']}.gguf"
         types = write_gguf(path, spec, cfg, tensors, tok, spec["plan"])

@@ -15,6 +15,7 @@ Usage:  python3 scripts/make_template_goldens.py
 
 import json
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,6 +24,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import jinja2  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_fixtures as mf  # noqa: E402  (its Gemma chat template)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests/fixtures"
 OUT = FIXTURES / "chat_templates.json"
@@ -75,6 +79,9 @@ TEMPLATES = {
         "    {% endif %}\n"
         "{% endfor %}"
     ),
+    # google/gemma-3-1b-it (also the gemma3-bf16 fixture's): the system turn folded into the
+    # first user turn, "model" for the assistant, `| trim`, `is string` / `is iterable` tests.
+    "gemma-3": mf.GEMMA_CHAT_TEMPLATE,
 }
 
 CONVERSATIONS = {
@@ -110,7 +117,7 @@ def main():
             cases.append({"template": t_name, "conversation": c_name, **render(tok, template, messages)})
     # The templates must see the bos/eos given here, not the tokenizer's own.
     assert cases[0]["text"].startswith(BOS), cases[0]
-    assert sum("error" in c for c in cases) == 3, [c for c in cases if "error" in c]
+    assert sum("error" in c for c in cases) == 4, [c for c in cases if "error" in c]
     golden = {"bos_token": BOS, "eos_token": EOS, "templates": TEMPLATES, "conversations": CONVERSATIONS,
               "cases": cases, "generated_by": {"transformers": transformers.__version__, "jinja2": jinja2.__version__}}
     OUT.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")

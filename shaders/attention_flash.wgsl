@@ -8,8 +8,9 @@
 // workgroup publishes its running max, sum and weighted V sum through atomics and the last one
 // of a head to finish merges them, so a long context is read by many workgroups at once
 // (the same storageBarrier assumption as shaders/argmax.wgsl).
-// Each row attends to its own sequence's positions (lib/plan).
-// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WG_THREADS,
+// Each row attends to its own sequence's positions (lib/plan); a local layer's to the last
+// WINDOW of them (lib/attention_combine's attend_lo).
+// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WINDOW, WG_THREADS,
 // MAX_SPLITS; lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
@@ -46,7 +47,7 @@ fn main(
     let pos = row_pos(t);
     let seq = row_seq(t);
     let table = seq_table(seq);
-    let lo = seq_kv_lo(seq);
+    let lo = attend_lo(seq_kv_lo(seq), pos);
     let n = pos + 1u - lo;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {

@@ -6,8 +6,9 @@
 // 1.5x as long for a 512-token prefill on the H200 (docs/PERF.md).
 // Grouped-query attention: query head h reads KV head h / (HQ / HKV).
 // Row t of the step (any sequence) at absolute position pos sees its sequence's positions
-// kv_lo ..= pos (causal, and what the sequence still holds), found through lib/plan.
-// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, PLAIN_MAX, SCALE,
+// kv_lo ..= pos (causal, and what the sequence still holds; a local layer's last WINDOW only),
+// found through lib/plan.
+// Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, PLAIN_MAX, SCALE, WINDOW,
 // WG_THREADS, SCORE_LANES (dividing HD / 4); lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
@@ -36,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let pos = row_pos(t);
     let seq = row_seq(t);
     table = seq_table(seq);
-    kv_lo = seq_kv_lo(seq);
+    kv_lo = attend_lo(seq_kv_lo(seq), pos);
     let n = pos + 1u - kv_lo;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {

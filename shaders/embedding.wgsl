@@ -1,7 +1,8 @@
-// Embedding gather: x[t] = table[ids[t]] for all tokens of the step; each workgroup copies a
-// batch of WG_THREADS vec4s, which spans several ids. A table split into row ranges (binding
-// limits) is gathered by one dispatch per part: ids outside [ROW_LO, ROW_HI) are skipped.
-// Constants: D, ROW_LO, ROW_HI, WG_THREADS.
+// Embedding gather: x[t] = table[ids[t]] * SCALE for all tokens of the step (SCALE: Gemma's
+// sqrt(hidden), else 1); each workgroup copies a batch of WG_THREADS vec4s, which spans several
+// ids. A table split into row ranges (binding limits) is gathered by one dispatch per part: ids
+// outside [ROW_LO, ROW_HI) are skipped.
+// Constants: D, ROW_LO, ROW_HI, WG_THREADS, SCALE.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
@@ -16,6 +17,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let id = ids[t];
     if (id >= ROW_LO && id < ROW_HI) {
-        x[i] = w_load4((id - ROW_LO) * D + (i % (D / 4u)) * 4u);
+        x[i] = w_load4((id - ROW_LO) * D + (i % (D / 4u)) * 4u) * SCALE;
     }
 }

@@ -4,7 +4,12 @@
 // store_pair call. q keeps that order; k is written in the same order into the cache, so q.k is
 // unchanged. v rows keep their original order.
 // Each row writes its K/V at its own sequence's slot for its position (lib/plan).
-// Constants: QN = HQ*HD, KVN = HKV*HD, HD, HAS_BIAS; lib/plan's.
+// With QK_NORM (Qwen3, Gemma 3), q and k are stored as projected: their per-head RMSNorm needs the whole
+// head, which no single workgroup of the matmul cores holds, so the qk_norm pass that follows
+// normalizes and rotates them in place.
+// A weight whose q/k/v rows differ in type (or that spans several bindings) is one dispatch per
+// part: this one's N rows start at row N_OFFSET of the fused weight.
+// Constants: QN = HQ*HD, KVN = HKV*HD, HD, HAS_BIAS, QK_NORM, N_OFFSET; lib/plan's.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
@@ -15,14 +20,16 @@
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(8) var<storage, read> plan: array<u32>;
 
+// The pair of head column n (even) at pos, as this kernel stores it.
 fn rotate(v: vec2<f32>, pos: u32, n: u32) -> vec2<f32> {
-    let theta = f32(pos) * inv_freq[(n % HD) / 2u];
-    let c = cos(theta);
-    let s = sin(theta);
-    return vec2<f32>(v.x * c - v.y * s, v.y * c + v.x * s);
+    if (QK_NORM) {
+        return v;
+    }
+    return rope(v, pos, (n % HD) / 2u);
 }
 
-fn store_pair(m: u32, n: u32, v0: f32, v1: f32) {
+fn store_pair(m: u32, part_n: u32, v0: f32, v1: f32) {
+    let n = N_OFFSET + part_n;
     var v = vec2<f32>(v0, v1);
     if (HAS_BIAS) {
         v += vec2<f32>(bias[n], bias[n + 1u]);

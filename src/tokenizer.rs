@@ -56,13 +56,35 @@ impl TextTokenizer {
     /// a Hugging Face model folder.
     pub fn from_hf_dir(dir: &Path) -> Result<TextTokenizer> {
         let tj = dir.join("tokenizer.json");
-        let inner = tokenizers::Tokenizer::from_file(&tj).map_err(|e| anyhow!("cannot load {}: {e}", tj.display()))?;
+        let json = std::fs::read(&tj).with_context(|| format!("cannot read {}", tj.display()))?;
         let tc = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let jinja = dir.join("chat_template.jinja");
-        let chat_template = if jinja.exists() {
+        let template_file = if jinja.exists() {
             Some(std::fs::read_to_string(&jinja).with_context(|| format!("cannot read {}", jinja.display()))?)
         } else {
-            match tc.get("chat_template") {
+            None
+        };
+        let generation = read_json(&dir.join("generation_config.json"))?;
+        Self::from_hf_files(&json, &tc, template_file, generation.as_ref())
+            .with_context(|| format!("cannot load {}", tj.display()))
+    }
+
+    /// The tokenizer from the contents of a model folder's files: tokenizer.json's bytes,
+    /// tokenizer_config.json (`Null` when absent), chat_template.jinja and
+    /// generation_config.json where present. Reads no file (the fuzz targets call it).
+    pub fn from_hf_files(
+        tokenizer_json: &[u8],
+        tc: &Value,
+        template_file: Option<String>,
+        generation: Option<&Value>,
+    ) -> Result<TextTokenizer> {
+        // Parsed as JSON before the `tokenizers` crate sees it: that crate panics on a syntax
+        // error inside a "decoder" entry (tokenizers 0.22, decoders/mod.rs `expect("Helper")`).
+        let json: Value = serde_json::from_slice(tokenizer_json).context("not valid JSON")?;
+        let inner: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| anyhow!("{e}"))?;
+        let chat_template = match template_file {
+            Some(t) => Some(t),
+            None => match tc.get("chat_template") {
                 Some(Value::String(s)) => Some(s.clone()),
                 // A list of named templates: take "default".
                 Some(Value::Array(a)) => a
@@ -72,13 +94,13 @@ impl TextTokenizer {
                     .and_then(Value::as_str)
                     .map(str::to_string),
                 _ => None,
-            }
+            },
         };
         let bos_token = token_text(tc.get("bos_token")).unwrap_or_default();
         let eos_token = token_text(tc.get("eos_token")).unwrap_or_default();
         let mut eos_ids: Vec<u32> = inner.token_to_id(&eos_token).into_iter().collect();
-        if let Some(g) = read_json(&dir.join("generation_config.json"))? {
-            eos_ids.extend(ids_field(&g, "eos_token_id"));
+        if let Some(g) = generation {
+            eos_ids.extend(ids_field(g, "eos_token_id"));
         }
         Ok(TextTokenizer { inner, chat_template, bos_token, eos_token, eos_ids, bos_prefix: None })
     }

@@ -118,12 +118,15 @@ fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) 
 
 #[test]
 fn batched_greedy_ids_equal_each_prompt_alone() {
-    for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16"] {
+    // gemma3-bf16: local layers' windows (16 positions) crossed inside prompt chunks and decode.
+    for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16", "qwen3-bf16", "gemma3-bf16"] {
         check_invariance(&fixture(name), &golden(name), name);
     }
-    let stem = "tiny-llama-q8_0";
-    let g = support::read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
-    check_invariance(&fixture("gguf").join(format!("{stem}.gguf")), &g, stem);
+    // Quantized, and with types differing inside the fused projections (a dispatch per part).
+    for stem in ["tiny-llama-q8_0", "tiny-llama-mixed-parts"] {
+        let g = support::read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
+        check_invariance(&fixture("gguf").join(format!("{stem}.gguf")), &g, stem);
+    }
 }
 
 #[test]

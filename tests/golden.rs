@@ -36,6 +36,21 @@ fn mistral_f16_matches_transformers() {
     check_model("mistral-f16", &EngineOptions::default());
 }
 
+/// Qwen3: per-head q/k RMSNorm before RoPE, head_dim 32 where hidden / heads is 16.
+#[test]
+fn qwen3_bf16_matches_transformers() {
+    check_model("qwen3-bf16", &EngineOptions::default());
+}
+
+/// Gemma 3: five local layers (sliding window 16, RoPE base 10000) and a global one (base 1e6,
+/// linear scaling x8), (1 + w) norms before and after attention and MLP, GeGLU, q/k norms,
+/// query_pre_attn_scalar 24 against head_dim 32, embeddings scaled by sqrt(hidden); prompts of 1
+/// to 1500 tokens, one of exactly the window (its decode crosses it).
+#[test]
+fn gemma3_bf16_matches_transformers() {
+    check_model("gemma3-bf16", &EngineOptions::default());
+}
+
 #[test]
 fn flash_attention_for_every_context_matches_too() {
     // Threshold 1: every prompt but the 1-token one runs the flash kernel.
@@ -46,7 +61,7 @@ fn flash_attention_for_every_context_matches_too() {
 
 #[test]
 fn tokenizer_and_chat_template_match_transformers() {
-    for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16"] {
+    for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16", "qwen3-bf16", "gemma3-bf16"] {
         let g = golden(name);
         let tok = wginfer::tokenizer::TextTokenizer::from_hf_dir(&fixture(name)).unwrap();
         for case in g["encode"].as_array().unwrap() {

@@ -11,7 +11,7 @@ use wginfer::engine::{Engine, EngineOptions};
 use wginfer::gpu::GpuOptions;
 
 fn check(gpu: GpuOptions, max_prompt: usize) {
-    for name in ["llama-f32", "qwen2-bf16"] {
+    for name in ["llama-f32", "qwen2-bf16", "qwen3-bf16"] {
         let mut engine =
             Engine::load(&fixture(name), &EngineOptions { gpu: gpu.clone(), ..Default::default() }).unwrap();
         assert!(!engine.gpu.caps.shader_f16 && !engine.gpu.caps.subgroup);

@@ -33,7 +33,7 @@ fn repetition_penalty_matches_transformers() {
     }
 }
 
-/// Real models' templates (Mistral, Llama 2 and 3, an indented Zephyr) rendered as transformers'
+/// Real models' templates (Mistral, Llama 2 and 3, an indented Zephyr, Gemma 3) rendered as transformers'
 /// `apply_chat_template` renders them (scripts/make_template_goldens.py); where transformers
 /// raises, an error with the template's message.
 #[test]
@@ -89,10 +89,11 @@ fn streaming_detokenization_of_cut_and_invalid_bytes() {
 }
 
 /// A whole model with its weights split by rows over several storage bindings, against the
-/// goldens. `qkv_rope` and `swiglu` take their fused weight in one binding, so the binding
-/// limit is the largest of those: every larger weight is split (here the embedding and the LM
-/// head, tied or not), as it would be in a real model. The KV cache must fit one binding too:
-/// 80 positions do, for the prompts of up to 64 tokens and their 16 greedy ids.
+/// goldens. The binding limit is half the largest fused weight: that one is split too (each
+/// part a dispatch of `qkv_rope` or `swiglu` from its first row), and so is every larger
+/// weight (here the embedding and the LM head, tied or not), as it would be in a real model.
+/// The KV cache must fit one binding too: 80 positions do, for the prompts of up to 64 tokens
+/// and their 16 greedy ids.
 #[test]
 fn split_weights_match_the_goldens() {
     for name in ["llama-f32", "qwen2-bf16", "gguf/tiny-llama-q8_0"] {
@@ -105,13 +106,15 @@ fn split_weights_match_the_goldens() {
         let whole = Engine::load(&path, &EngineOptions::default()).unwrap();
         let fused = whole.forward.weights.layers.iter().flat_map(|l| [l.qkv.gpu_bytes(), l.gate_up.gpu_bytes()]);
         let opts = EngineOptions {
-            gpu: GpuOptions { max_binding_override: fused.max(), ..Default::default() },
+            gpu: GpuOptions { max_binding_override: fused.max().map(|b| b / 2), ..Default::default() },
             forward: ForwardOptions { kv: KvOptions { context: 80, ..Default::default() }, ..Default::default() },
         };
         drop(whole);
         let mut engine = Engine::load(&path, &opts).unwrap();
         let w = &engine.forward.weights;
         assert!(w.embed.parts.len() > 1 && w.lm_head().parts.len() > 1, "{name}: the embedding and LM head are split");
+        let fused_parts = w.layers.iter().flat_map(|l| [l.qkv.parts.len(), l.gate_up.parts.len()]);
+        assert!(fused_parts.max() > Some(1), "{name}: a fused weight is split");
         let tol = logit_tolerance(&engine);
         check_cases(&mut engine, &golden, tol, 64, name);
     }

@@ -14,9 +14,12 @@ use wginfer::model::tensor::DType;
 use wginfer::ops::embedding::Embedding;
 use wginfer::ops::linear::{LinearConfig, Rows, GEMV_MAX_ROWS};
 use wginfer::ops::matmul::Matmul;
-use wginfer::ops::{Step, Weight};
+use wginfer::ops::{Step, Weight, WeightType};
 
-const TYPES: [DType; 6] = [DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K];
+/// Every block type, as the file types that store them.
+fn types() -> Vec<DType> {
+    WeightType::ALL.into_iter().filter(|t| t.is_quantized()).map(DType::stored_as).collect()
+}
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -36,12 +39,13 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let v: Value = read_json(&fixture("quant_blocks.json"));
+    let types = types();
     v["cases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| Case {
-            ty: *TYPES.iter().find(|t| format!("{t:?}") == c["type"].as_str().unwrap()).unwrap(),
+            ty: *types.iter().find(|t| format!("{t:?}") == c["type"].as_str().unwrap()).unwrap(),
             row: c["row"].as_str().unwrap().to_string(),
             quant: hex(c["quant_hex"].as_str().unwrap()),
             want: f32s(c["dequant_f32_hex"].as_str().unwrap()),
@@ -59,9 +63,24 @@ fn assert_close(got: &[f32], want: &[f32], label: &str) {
 #[test]
 fn cpu_dequantization_matches_ggml() {
     let all = cases();
-    assert_eq!(all.len(), 30, "five rows of six types");
+    for t in types() {
+        assert_eq!(all.iter().filter(|c| c.ty == t).count(), 5, "five rows of {t:?}");
+    }
     for c in all {
         assert_close(&dequantize(c.ty, &c.quant), &c.want, &format!("{:?} {}", c.ty, c.row));
+    }
+}
+
+/// GGUF's type ids and block sizes (as gguf-py lists them in the fixture) name the same types.
+#[test]
+fn ggml_ids_and_block_sizes_match_gguf() {
+    let v: Value = read_json(&fixture("quant_blocks.json"));
+    for t in types() {
+        let info = &v["types"][format!("{t:?}")];
+        let id = info["ggml_type"].as_u64().unwrap() as u32;
+        assert_eq!(DType::from_ggml(id), Some(t), "ggml type {id}");
+        let sizes = (info["block_size"].as_u64().unwrap() as usize, info["type_size"].as_u64().unwrap() as usize);
+        assert_eq!(t.block(), sizes, "{t:?}");
     }
 }
 
@@ -73,7 +92,7 @@ fn gpu() -> Gpu {
 fn gpu_gather_dequantizes_like_ggml() {
     let gpu = gpu();
     let all = cases();
-    for t in TYPES {
+    for t in types() {
         // The type's five rows as one table (no two alike), gathered in another order.
         let rows: Vec<&Case> = all.iter().filter(|c| c.ty == t).collect();
         let cols = rows[0].want.len();
@@ -85,7 +104,7 @@ fn gpu_gather_dequantizes_like_ggml() {
         let x = gpu.storage("x", bytes).unwrap();
         let step = Step::buffer(&gpu).unwrap();
         Step { n_tokens: order.len() as u32, ..Default::default() }.write(&gpu, &step);
-        let op = Embedding::new(&gpu, &table, &step, &ids, &x).unwrap();
+        let op = Embedding::new(&gpu, &table, &step, &ids, &x, 1.0).unwrap();
         gpu.run_pass(|p| op.record(p, order.len() as u32)).unwrap();
         let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&x, bytes).unwrap()).to_vec();
         for (got, &id) in got.chunks(cols).zip(&order) {
@@ -123,13 +142,13 @@ fn gpu_matmul_reads_quantized_weights() {
     let gpu = gpu();
     let all = cases();
     let n = 16;
-    for t in TYPES {
-        // y[m, j] = sum_k x[m, k] w[j, k] with the GEMV (1 row) and prefill (9 rows) cores; 16
-        // weight rows make whole tensor-core fragments where the adapter has them.
+    for t in types() {
+        // y[m, j] = sum_k x[m, k] w[j, k] with the GEMV (1 row), batched GEMV (4 rows) and prefill
+        // (9 rows) cores; 16 weight rows make whole tensor-core fragments where the adapter has them.
         let (quant, want) = mixed_weight(&all, t);
         let cols = want.len() / n;
         let w = Weight::upload(&gpu, "w", t.gpu_type(), n, cols, &to_gpu_layout(t, &quant)).unwrap();
-        for rows in [1usize, 9] {
+        for rows in [1usize, 4, 9] {
             let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
             let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
             let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
@@ -137,7 +156,8 @@ fn gpu_matmul_reads_quantized_weights() {
             Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
             let cfg = LinearConfig::for_adapter(&gpu.caps);
             let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
-            let f16_products = rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(w.ty, cols as u32, n as u32).is_some();
+            let f16_products =
+                rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(t.gpu_type(), cols as u32, n as u32).is_some();
             gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
             let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec();
             for m in 0..rows {

@@ -2,13 +2,15 @@
 //! file under shaders/ is one the engine embeds.
 
 use wginfer::gpu::shader::{file_names, Defs};
-use wginfer::ops::attention::DEFAULT_THRESHOLD;
+use wginfer::model::config::Activation;
+use wginfer::ops::attention::{AttnOptions, DEFAULT_THRESHOLD};
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
 use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
+use wginfer::ops::swiglu::GateUpRows;
 use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qkv_rope,
-    rmsnorm, sample, WeightType,
+    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qk_norm,
+    qkv_rope, rmsnorm, sample, swiglu, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -34,12 +36,15 @@ fn every_kernel_variant_validates() {
         .collect();
     let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
     let plan = PlanLayout { max_rows: 512, max_seqs: 64, max_outs: 64, max_blocks: 256, block: 16 };
-    use WeightType::*;
-    for ty in [F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K] {
-        let linear: [(&str, Defs); 3] = [
+    for ty in WeightType::ALL {
+        let linear: [(&str, Defs); 7] = [
             ("matmul", matmul::defs(true, 896, 0)),
-            ("qkv_rope", qkv_rope::defs(&heads, &plan, true)),
-            ("swiglu", Defs::new()),
+            ("qkv_rope", qkv_rope::defs(&heads, &plan, true, false, 0)),
+            ("qkv_rope", qkv_rope::defs(&heads, &plan, false, true, 1152)),
+            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::Silu)),
+            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::GeluTanh)),
+            ("swiglu", swiglu::defs(1152, GateUpRows::Gate, 0, Activation::Silu)),
+            ("swiglu", swiglu::defs(1152, GateUpRows::Up, 1152, Activation::GeluTanh)),
         ];
         for (name, defs) in linear {
             for cfg in &configs {
@@ -51,12 +56,16 @@ fn every_kernel_variant_validates() {
                 }
             }
         }
-        validate("embedding", &embedding::source(ty.lib(), 896, 0, 151936));
+        validate("embedding", &embedding::source(ty.libs(), 896, 0, 151936, 1.0));
     }
-    validate("rmsnorm", &rmsnorm::source(896, 1e-6, None));
+    validate("rmsnorm", &rmsnorm::source(896, 1e-6, None, false));
+    validate("rmsnorm added", &rmsnorm::source(896, 1e-6, None, true));
+    for head_dim in [16, 128, 256] {
+        validate("qk_norm", &qk_norm::source(&HeadShape { head_dim, ..heads }, 1e-6, &plan));
+    }
     validate("input_f16", &input_f16::source(896, None));
     validate("input_f16 normalized", &input_f16::source(896, Some(1e-6)));
-    validate("rmsnorm output rows", &rmsnorm::source(896, 1e-6, Some(&plan)));
+    validate("rmsnorm output rows", &rmsnorm::source(896, 1e-6, Some(&plan), false));
     validate("argmax", &argmax::source(151936));
     for candidates in [sample::candidates_for(16 << 10), sample::candidates_for(48 << 10)] {
         validate("sample", &sample::source(151936, candidates));
@@ -68,10 +77,12 @@ fn every_kernel_variant_validates() {
             &probe_launch::source(&probe_launch::LaunchShape { workgroups: 1, threads: 64, read_step }, 1),
         );
     }
-    for score_lanes in [1, 2, 4] {
-        validate("attention_plain", &attention_plain::source(&heads, &plan, DEFAULT_THRESHOLD, score_lanes));
+    for opts in [AttnOptions::full(&heads), AttnOptions { scale: 0.2, window: Some(512) }] {
+        for score_lanes in [1, 2, 4] {
+            validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, score_lanes));
+        }
+        validate("attention_flash", &attention_flash::source(&heads, opts, &plan));
     }
-    validate("attention_flash", &attention_flash::source(&heads, &plan));
 }
 
 #[test]

@@ -11,6 +11,7 @@ use wginfer::model::forward::{Forward, ForwardOptions};
 use wginfer::model::loader::load_weights;
 use wginfer::model::synthetic::{preset, Synthetic};
 use wginfer::model::tensor::{DType, TensorSource};
+use wginfer::ops::WeightType;
 use wginfer::sampling::SamplingParams;
 
 /// The Qwen2.5-0.5B preset, shrunk to a test's size but with its structure (bias, tied head).
@@ -185,7 +186,7 @@ fn every_weight_type_matches_a_cpu_reference() {
     let cfg = small();
     let prompt = [1u32, 7, 42, 300, 5, 99, 260, 17];
     let steps = 8;
-    for dtype in [DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K] {
+    for dtype in WeightType::ALL.into_iter().filter(|&t| t != WeightType::F32).map(DType::stored_as) {
         let src = Synthetic::new(&cfg, dtype).unwrap();
         let mut reference = Reference::new(&cfg, &src);
         let mut want = Vec::new();

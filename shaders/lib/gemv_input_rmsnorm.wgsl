@@ -5,6 +5,7 @@
 
 const NORMED: bool = true;
 
+// Eight values at k (of x, or of a weight row: the dot product is the same) times gamma.
 fn gemv_weigh(xr: W8, k: u32) -> W8 {
     return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
 }

@@ -1,5 +1,5 @@
-// GEMV core for a few rows (batched decode: 2 to GEMV_ROWS sequences); one row takes
-// lib/linear_gemv. y[m, n] = sum_k x[m, k] * W[n, k].
+// GEMV core for a few rows (batched decode: up to GEMV_ROWS sequences, a variant per
+// GEMV_BATCH_ROWS entry in ops/linear.rs); one row takes lib/linear_gemv. y[m, n] = sum_k x[m, k] * W[n, k].
 // A lane group (LANES threads) computes RPG consecutive outputs for up to GEMV_ROWS rows of x.
 // Each lane takes 8 values of a weight row per step (one 16-byte load for f16), strided by
 // LANES * 8 so the group reads each row coalesced; a step issues RPG independent loads and uses
@@ -7,8 +7,8 @@
 // many sequences decode in it). The group's partial sums of every row are reduced together
 // with one barrier, and outputs reach the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
-// also sum x^2 of each row and its dot products are scaled by its 1/rms at the end
-// (lib/gemv_input_*).
+// also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
+// scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
 // piece; lanes_parts, lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS,
@@ -50,23 +50,24 @@ fn main(
     let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
     var accs: array<vec4<f32>, GEMV_ROWS>;
     var ss: array<vec4<f32>, ROW_SETS>;
+    let last = max(rows, 1u) - 1u;
     for (var c = 0u; c < CHUNKS; c++) {
         let k = c * STRIDE + lane * 8u;
         if (k < K) {
             var wv: array<W8, RPG>;
             for (var r = 0u; r < RPG; r++) {
-                // Rows past N read row N - 1 (valid memory); their sums are never stored.
-                wv[r] = w_load8(min(n0 + r, N - 1u) * K + k);
+                // Rows past N read row N - 1 (valid memory); their sums are never stored. A
+                // normalizing input's gamma scales the weights, once for all rows.
+                wv[r] = gemv_weigh(w_load8(min(n0 + r, N - 1u) * K + k), k);
             }
+            // Every row the variant is built for, without a condition, so that their loads
+            // issue together; rows past the step's repeat its last row and are never stored.
             for (var j = 0u; j < GEMV_ROWS; j++) {
-                if (has_row(j, rows)) {
-                    let i = (j * K + k) / 4u;
-                    let xr = W8(x[i], x[i + 1u]);
-                    ss[j / 4u][j % 4u] += dot8(xr, xr);
-                    let xv = gemv_weigh(xr, k);
-                    for (var r = 0u; r < RPG; r++) {
-                        accs[j][r] += dot8(wv[r], xv);
-                    }
+                let i = (min(j, last) * K + k) / 4u;
+                let xr = W8(x[i], x[i + 1u]);
+                ss[j / 4u][j % 4u] += dot8(xr, xr);
+                for (var r = 0u; r < RPG; r++) {
+                    accs[j][r] += dot8(wv[r], xr);
                 }
             }
         }

@@ -51,7 +51,7 @@ pub(super) struct ModelChoice {
     /// Random weights with a real model's exact shapes: qwen2.5-0.5b, llama-3.2-1b, smollm2-135m.
     #[arg(long)]
     synthetic: Option<String>,
-    /// Weight type of a synthetic model: f32, f16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k.
+    /// Weight type of a synthetic model: f32, f16, or a block type (q8_0, q4_k, iq4_xs, ...).
     #[arg(long, default_value = "f16")]
     r#type: String,
 }
@@ -63,7 +63,8 @@ impl ModelChoice {
             (Some(path), _) => (Engine::load(path, opts)?, path.display().to_string()),
             (None, Some(name)) => {
                 let cfg = synthetic::preset(name)?;
-                let src = synthetic::Synthetic::new(&cfg, dtype_named(&self.r#type)?)?;
+                let src =
+                    synthetic::Synthetic::new(&cfg, DType::stored_as(weight_type_named("--type", &self.r#type)?))?;
                 let gpu = Gpu::new(&opts.gpu)?;
                 let weights = load_weights(&gpu, &cfg, &src)?;
                 let fwd = Forward::new(&gpu, cfg, weights, &opts.forward)?;
@@ -146,17 +147,6 @@ const STEP_SHAPES: &[(&str, &str, usize, usize)] =
 /// Rows per step of the rows-per-step table: a batched decode step has one per sequence.
 const STEP_ROWS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
-const TYPES: [WeightType; 8] = [
-    WeightType::F32,
-    WeightType::F16,
-    WeightType::Q8_0,
-    WeightType::Q4_0,
-    WeightType::Q4_1,
-    WeightType::Q5_0,
-    WeightType::Q4_K,
-    WeightType::Q6_K,
-];
-
 pub fn run(a: &BenchArgs) -> Result<()> {
     match &a.what {
         BenchWhat::Kernels(k) => kernels(k),
@@ -166,17 +156,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
 }
 
-fn dtype_named(name: &str) -> Result<DType> {
-    Ok(match name {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "q8_0" => DType::Q8_0,
-        "q4_0" => DType::Q4_0,
-        "q4_1" => DType::Q4_1,
-        "q5_0" => DType::Q5_0,
-        "q4_k" => DType::Q4_K,
-        "q6_k" => DType::Q6_K,
-        other => bail!("--type {other}: not one of f32, f16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k"),
+/// The weight type called `name` (`WeightType::name`), for the option `flag`.
+fn weight_type_named(flag: &str, name: &str) -> Result<WeightType> {
+    WeightType::ALL.into_iter().find(|t| t.name() == name).with_context(|| {
+        let all: Vec<&str> = WeightType::ALL.iter().map(|t| t.name()).collect();
+        format!("{flag} {name}: not one of {}", all.join(", "))
     })
 }
 
@@ -297,16 +281,8 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         _ => SHAPES,
     };
     let types: Vec<WeightType> = match &k.types {
-        Some(names) => names
-            .iter()
-            .map(|n| {
-                TYPES.into_iter().find(|t| t.name() == n).with_context(|| {
-                    let all: Vec<&str> = TYPES.iter().map(|t| t.name()).collect();
-                    format!("--types {n}: not one of {}", all.join(", "))
-                })
-            })
-            .collect::<Result<_>>()?,
-        None => TYPES.to_vec(),
+        Some(names) => names.iter().map(|n| weight_type_named("--types", n)).collect::<Result<_>>()?,
+        None => WeightType::ALL.to_vec(),
     };
     let configs = if k.sweep { sweep_configs(&gpu) } else { vec![LinearConfig::for_adapter(&gpu.caps)] };
     // The adapter's limits first (every row's % is against them), then the GEMV table; GEMV
@@ -426,13 +402,13 @@ impl StepTable {
                         let core_name = match core {
                             Core::Split => "coop_split",
                             Core::Gemv => "gemv",
-                            Core::GemvBatch => "gemv_batch",
+                            Core::GemvBatch(_) => "gemv_batch",
                             Core::Prefill if cfg.coop_for(ty, cols as u32, rows as u32).is_some() => "coop",
                             Core::Prefill => "tiled",
                         };
                         let variant = match core {
                             Core::Prefill | Core::Split => "-".to_string(),
-                            Core::GemvBatch => cfg.gemv_batch_shape(cols as u32, rows as u32).to_string(),
+                            Core::GemvBatch(built) => cfg.gemv_batch_shape(cols as u32, rows as u32, built).to_string(),
                             Core::Gemv => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
                         };
                         let bytes = bench.step_bytes(step_rows);
@@ -506,7 +482,7 @@ impl GemvBench {
     ) -> Result<Option<Self>> {
         let Some(row_bytes) = ty.row_bytes(cols) else { return Ok(None) };
         let copies = if quick { 1 } else { (COLD_BYTES / (rows * row_bytes)).clamp(1, 64) };
-        let bytes = synthetic::random_gpu_weight(dtype_named(ty.name())?, rows, cols, 1)?;
+        let bytes = synthetic::random_gpu_weight(DType::stored_as(ty), rows, cols, 1)?;
         let ws = (0..copies).map(|_| Weight::upload(gpu, name, ty, rows, cols, &bytes)).collect::<Result<Vec<_>>>()?;
         let step = Step::buffer(gpu)?;
         let most = u64::from(STEP_ROWS[STEP_ROWS.len() - 1]);
@@ -561,8 +537,9 @@ impl GemvBench {
             .iter()
             .map(|w| {
                 let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: None };
-                let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), w.ty, &shape, cfg)?;
-                BoundLinear::new(gpu, k, &[&self.step, &self.x, w.single()?, &self.y], None)
+                let part = w.single()?;
+                let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), part.ty, &shape, cfg)?;
+                BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], None)
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));

@@ -10,10 +10,11 @@ use serde_json::json;
 use super::bench::{time_dispatches, CHAIN};
 use crate::gpu::profiler::Profiler;
 use crate::gpu::Gpu;
+use crate::model::config::Activation;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::AttnBuffers;
+use crate::ops::attention::{AttnBuffers, AttnOptions};
 use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_plain::{self, AttentionPlain};
 use crate::ops::embedding::Embedding;
@@ -231,7 +232,7 @@ fn matmul_case<'a>(
         time_dispatches(gpu, prof, (reps.min(20), CHAIN), quick, 1, |p, _| op.record(p, rows))?;
     let flops = 2 * u64::from(rows) * u64::from(n) * u64::from(k);
     let bytes = w.gpu_bytes() + u64::from(rows) * u64::from(n + k) * 4;
-    let kernel = if cfg.coop_for(w.ty, k, n).is_some() { "matmul_coop" } else { "matmul_tiled" };
+    let kernel = if cfg.coop_for(WeightType::F16, k, n).is_some() { "matmul_coop" } else { "matmul_tiled" };
     let row = Row { kernel, model, shape: format!("{rows}x{k} . {n}x{k}^T"), median_ns, spread_ns, bytes, flops };
     Ok((row, flops as f64 / median_ns / 1e3))
 }
@@ -281,10 +282,10 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
             let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
             if attention_plain::workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
-                let plain = AttentionPlain::new(gpu, &heads, ctx, &b)?;
+                let plain = AttentionPlain::new(gpu, &heads, AttnOptions::full(&heads), ctx, &b)?;
                 r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
             }
-            let flash = AttentionFlash::new(gpu, &heads, &b)?;
+            let flash = AttentionFlash::new(gpu, &heads, AttnOptions::full(&heads), &b)?;
             r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, 1, ctx))?;
         }
         Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
@@ -307,7 +308,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         // Embedding gather of one token.
         let table = f16_weight(gpu, "embed", m.vocab, m.d)?;
         let ids = gpu.storage_from("ids", bytemuck::cast_slice(&[m.vocab / 2]))?;
-        let embed = Embedding::new(gpu, &table, &step, &ids, &y)?;
+        let embed = Embedding::new(gpu, &table, &step, &ids, &y, 1.0)?;
         let shape = format!("{}x{} f16", m.vocab, m.d);
         r.row("embedding", m.name, shape, u64::from(m.d) * 6, &|p| embed.record(p, 1))?;
         // Fused QKV + RoPE + KV write, and gate/up + SwiGLU, decode (the norms fused).
@@ -328,12 +329,14 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             v_cache: &vc,
             plan: &plan,
             norm: Some(InputNorm { weight: &gamma, eps: 1e-6 }),
+            qk_norm: None,
         };
         let qkv = QkvRope::new(gpu, &cfg, &wqkv, &heads, &bufs)?;
         let shape = format!("{}x{} f16", wqkv.rows, m.d);
         r.row("qkv_rope", m.name, shape, wqkv.gpu_bytes(), &|p| qkv.record(p, 1))?;
         let wgu = f16_weight(gpu, "gate_up", 2 * m.inter, m.d)?;
-        let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, &y, Some(InputNorm { weight: &gamma, eps: 1e-6 }))?;
+        let norm = Some(InputNorm { weight: &gamma, eps: 1e-6 });
+        let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, &y, norm, Activation::Silu)?;
         let shape = format!("{}x{} f16", wgu.rows, m.d);
         r.row("swiglu", m.name, shape, wgu.gpu_bytes(), &|p| swiglu.record(p, 1))?;
         // The prefill matmul core on the gate/up shape.

@@ -53,12 +53,14 @@ pub fn run(a: &InfoArgs) -> Result<()> {
                     .map(|m| m.len())
                     .sum()
             };
-            let f16_bytes = engine.forward.weights.f16_equivalent_bytes();
+            let w = &engine.forward.weights;
             println!(
-                "weights: {:.1} MiB on the GPU ({:.1} MiB of files; {:.1} MiB if stored as f16)",
-                mib(engine.forward.weights.gpu_bytes()),
+                "weights: {:.1} MiB on the GPU ({:.1} MiB as the files store these tensors, {:+.1}%; {:.1} MiB of files; {:.1} MiB if stored as f16)",
+                mib(w.gpu_bytes()),
+                mib(w.file_bytes),
+                (w.gpu_bytes() as f64 / w.file_bytes.max(1) as f64 - 1.0) * 100.0,
                 mib(on_disk),
-                mib(f16_bytes)
+                mib(w.f16_equivalent_bytes())
             );
         }
     }

@@ -27,7 +27,7 @@ use crate::sampling::SamplingParams;
 pub const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 #[derive(Parser)]
-#[command(name = "wginfer", version, about = "LLM inference on wgpu (Llama, Qwen2, Mistral)")]
+#[command(name = "wginfer", version, about = "LLM inference on wgpu (Llama, Qwen2, Qwen3, Mistral, Gemma 3)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

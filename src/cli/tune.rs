@@ -71,7 +71,7 @@ pub fn run(a: &TuneArgs) -> Result<()> {
     let shapes: BTreeSet<(usize, usize, WeightType)> = [&layer.qkv, &layer.o, &layer.gate_up, &layer.down]
         .into_iter()
         .chain(std::iter::once(w.lm_head()))
-        .flat_map(|m| m.parts.iter().map(move |p| (p.rows as usize, m.cols as usize, m.ty)))
+        .flat_map(|m| m.parts.iter().map(move |p| (p.rows as usize, m.cols as usize, p.ty)))
         .collect();
     if !a.json {
         println!("tuning {label} on {} ({:?})", gpu.info.name, gpu.info.backend);
@@ -174,11 +174,7 @@ struct Check {
 
 impl Check {
     fn new(gpu: &Gpu, ty: WeightType, rows: usize, cols: usize) -> Result<Check> {
-        let dtype =
-            [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K]
-                .into_iter()
-                .find(|d| d.gpu_type() == ty)
-                .context("a weight type without a file type")?;
+        let dtype = DType::stored_as(ty);
         let row_bytes = dtype.bytes_for(cols).context("columns that are not whole blocks")?;
         // Bytes in 0x10..0x40 are valid data of every type, and each f32 or f16 in them (a weight,
         // or a block's scale) is a normal number in (0, 2); a Weyl sequence spreads them.

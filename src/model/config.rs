@@ -1,6 +1,7 @@
-//! config.json of LlamaForCausalLM, Qwen2ForCausalLM and MistralForCausalLM, as the hub writes
-//! it (transformers 4.x: `torch_dtype`, top-level `rope_theta`, `rope_scaling`) and as
-//! transformers 5.x writes it (`dtype`, `rope_parameters`).
+//! config.json of LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM and
+//! Gemma3ForCausalLM (text), as the hub writes it (transformers 4.x: `torch_dtype`, top-level
+//! `rope_theta`, `rope_scaling`; Gemma 3: `rope_local_base_freq`, `sliding_window_pattern`) and
+//! as transformers 5.x writes it (`dtype`, `rope_parameters`, per layer type for Gemma 3).
 
 use std::path::Path;
 
@@ -11,15 +12,63 @@ use serde_json::Value;
 pub enum Arch {
     Llama,
     Qwen2,
+    Qwen3,
     Mistral,
+    Gemma3,
+}
+
+/// The MLP's activation of the gate (the epilogue of `swiglu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activation {
+    /// silu(gate) * up (SwiGLU).
+    #[default]
+    Silu,
+    /// gelu(gate) * up with GELU's tanh approximation (GeGLU; `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// How a decoder block departs from Llama's; the default is Llama's block. Every option is a
+/// property of existing kernels (a prologue, an epilogue, a window), not another model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockOptions {
+    /// The embedding rows are multiplied by this (Gemma: sqrt(hidden), in f32 as the
+    /// activations are).
+    pub embed_scale: Option<f32>,
+    /// Added to every RMSNorm weight at load (exact in f32): Gemma's norms scale by (1 + w) and
+    /// its Hugging Face files store w; llama.cpp's GGUF stores 1 + w already, so 0 there.
+    pub norm_offset: f32,
+    /// RMSNorms of the attention and MLP outputs before they are added onto the residual
+    /// (Gemma: `post_attention_layernorm`, `post_feedforward_layernorm`; the MLP's input norm is
+    /// then `pre_feedforward_layernorm`).
+    pub post_norms: bool,
+    pub activation: Activation,
+    /// The attention's score scale; `None`: 1 / sqrt(head_dim). Gemma: query_pre_attn_scalar^-0.5.
+    pub attn_scale: Option<f32>,
+    /// Positions a local layer attends to, its own included (`sliding_window`).
+    pub sliding_window: Option<usize>,
+    /// Per layer, whether it is local (sliding-window attention, `local_rope_theta`, no RoPE
+    /// scaling); empty when every layer is global.
+    pub local_layers: Vec<bool>,
+    /// The RoPE base of local layers (Gemma: `rope_local_base_freq`).
+    pub local_rope_theta: Option<f32>,
 }
 
 /// How RoPE frequencies are derived.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RopeScaling {
     None,
-    Linear { factor: f32 },
-    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_max_position: f32 },
+    Linear {
+        factor: f32,
+    },
+    Llama3 {
+        factor: f32,
+        low_freq_factor: f32,
+        high_freq_factor: f32,
+        original_max_position: f32,
+    },
+    /// One divisor per frequency (GGUF's `rope_freqs.weight`, head_dim / 2 values): llama.cpp's
+    /// converter stores llama3 scaling this way, as 1 / (the llama3 factor of each frequency).
+    Divisors(Vec<f32>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +84,11 @@ pub struct ModelConfig {
     pub rms_eps: f32,
     pub rope_theta: f32,
     pub rope_scaling: RopeScaling,
+    /// q and k get a per-head RMSNorm (weights `q_norm` / `k_norm`, head_dim each, eps
+    /// `rms_eps`) after the projection and before RoPE (Qwen3, Gemma 3).
+    pub qk_norm: bool,
+    /// Gemma 3's departures from the Llama block (the default for the others).
+    pub block: BlockOptions,
     pub tie_embeddings: bool,
     pub max_position: usize,
     /// Token ids that end generation (config.json; generation_config.json adds to them).
@@ -71,9 +125,18 @@ fn usize_field(v: &Value, name: &str) -> Result<usize> {
         .with_context(|| format!("field \"{name}\" must be a positive integer up to {MAX_SIZE}, found {x}"))
 }
 
+/// A float the model needs positive and finite (every float of a config is a base, a factor,
+/// an epsilon or a scale): NaN or 0 would turn into NaN frequencies or scores, not an error.
 fn f32_field(v: &Value, name: &str) -> Result<f32> {
     let x = field(v, name)?;
-    x.as_f64().map(|f| f as f32).with_context(|| format!("field \"{name}\" must be a number, found {x}"))
+    let f = x.as_f64().map(|f| f as f32).with_context(|| format!("field \"{name}\" must be a number, found {x}"))?;
+    positive(f).with_context(|| format!("field \"{name}\""))
+}
+
+/// `x` where it is positive and finite.
+pub fn positive(x: f32) -> Result<f32> {
+    anyhow::ensure!(x.is_finite() && x > 0.0, "must be positive and finite, found {x}");
+    Ok(x)
 }
 
 /// An integer or a list of integers (eos_token_id takes both forms).
@@ -91,9 +154,11 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     let arch = match (architecture, model_type) {
         ("LlamaForCausalLM", _) | ("", "llama") => Arch::Llama,
         ("Qwen2ForCausalLM", _) | ("", "qwen2") => Arch::Qwen2,
+        ("Qwen3ForCausalLM", _) | ("", "qwen3") => Arch::Qwen3,
         ("MistralForCausalLM", _) | ("", "mistral") => Arch::Mistral,
+        ("Gemma3ForCausalLM", _) | ("", "gemma3_text") => Arch::Gemma3,
         _ => bail!(
-            "unsupported architecture {:?} (model_type {:?}); supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM",
+            "unsupported architecture {:?} (model_type {:?}); supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Gemma3ForCausalLM",
             architecture,
             model_type
         ),
@@ -105,19 +170,30 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     } else {
         heads
     };
-    let head_dim =
-        if v.get("head_dim").is_some_and(|x| !x.is_null()) { usize_field(v, "head_dim")? } else { hidden / heads };
+    let gemma = arch == Arch::Gemma3;
+    let head_dim = match () {
+        _ if present(v, "head_dim") => usize_field(v, "head_dim")?,
+        // Gemma3TextConfig's default.
+        _ if gemma => 256,
+        _ => hidden / heads,
+    };
     if heads % kv_heads != 0 {
         bail!("num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}");
     }
     if head_dim == 0 || head_dim % 2 != 0 {
         bail!("head_dim {head_dim} must be positive and even for RoPE");
     }
-    // transformers 5.x nests RoPE settings in rope_parameters; 4.x has rope_theta + rope_scaling.
+    // transformers 5.x nests RoPE settings in rope_parameters (Gemma 3: one entry per layer
+    // type, "full_attention" for the global layers); 4.x has rope_theta + rope_scaling.
     let rope = v.get("rope_parameters").filter(|x| x.is_object());
+    let rope = match gemma {
+        true => rope.and_then(|r| r.get("full_attention")).filter(|x| x.is_object()),
+        false => rope,
+    };
     let rope_theta = match rope.filter(|r| r.get("rope_theta").is_some()) {
         Some(r) => f32_field(r, "rope_theta").context("in \"rope_parameters\"")?,
         None if v.get("rope_theta").is_some() => f32_field(v, "rope_theta")?,
+        None if gemma => 1_000_000.0,
         None => 10000.0,
     };
     let scaling = rope.or_else(|| v.get("rope_scaling").filter(|x| x.is_object()));
@@ -128,10 +204,12 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
         }
     };
     let eos_ids = ids_field(v, "eos_token_id");
+    let layers = usize_field(v, "num_hidden_layers")?;
+    let block = if gemma { gemma3_block(v, layers, hidden)? } else { BlockOptions::default() };
     Ok(ModelConfig {
         arch,
         hidden,
-        layers: usize_field(v, "num_hidden_layers")?,
+        layers,
         heads,
         kv_heads,
         head_dim,
@@ -140,7 +218,10 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
         rms_eps: if v.get("rms_norm_eps").is_some() { f32_field(v, "rms_norm_eps")? } else { 1e-6 },
         rope_theta,
         rope_scaling,
-        tie_embeddings: v.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+        qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
+        block,
+        // Gemma ties its LM head unless told otherwise.
+        tie_embeddings: v.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(gemma),
         max_position: if v.get("max_position_embeddings").is_some() {
             usize_field(v, "max_position_embeddings")?
         } else {
@@ -148,6 +229,79 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
         },
         eos_ids,
         bos_id: ids_field(v, "bos_token_id").first().copied(),
+    })
+}
+
+fn present(v: &Value, name: &str) -> bool {
+    v.get(name).is_some_and(|x| !x.is_null())
+}
+
+/// Gemma 3's block, with Gemma3TextConfig's defaults for what the file leaves out.
+fn gemma3_block(v: &Value, layers: usize, hidden: usize) -> Result<BlockOptions> {
+    for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
+        if let Some(x) = v.get(cap).filter(|x| !x.is_null()) {
+            bail!("field \"{cap}\" is {x}: logit softcapping is not supported");
+        }
+    }
+    if v.get("use_bidirectional_attention").and_then(Value::as_bool) == Some(true) {
+        bail!("field \"use_bidirectional_attention\" is true: only causal attention is supported");
+    }
+    let act = v.get("hidden_activation").or_else(|| v.get("hidden_act")).and_then(Value::as_str);
+    let activation = match act.unwrap_or("gelu_pytorch_tanh") {
+        "gelu_pytorch_tanh" => Activation::GeluTanh,
+        other => bail!("field \"hidden_activation\" is {other:?}; gelu_pytorch_tanh is supported"),
+    };
+    let scalar = if present(v, "query_pre_attn_scalar") { f32_field(v, "query_pre_attn_scalar")? } else { 256.0 };
+    let window = if present(v, "sliding_window") { usize_field(v, "sliding_window")? } else { 4096 };
+    let local_layers = match v.get("layer_types").filter(|x| !x.is_null()) {
+        Some(types) => {
+            let types = types
+                .as_array()
+                .filter(|t| t.len() == layers)
+                .with_context(|| format!("field \"layer_types\" must list the type of each of the {layers} layers"))?;
+            types
+                .iter()
+                .map(|t| match t.as_str() {
+                    Some("sliding_attention") => Ok(true),
+                    Some("full_attention") => Ok(false),
+                    _ => bail!("field \"layer_types\": {t} is not \"sliding_attention\" or \"full_attention\""),
+                })
+                .collect::<Result<Vec<bool>>>()?
+        }
+        // Older configs: every pattern-th layer is global.
+        None => {
+            let key = ["sliding_window_pattern", "_sliding_window_pattern"].into_iter().find(|k| present(v, k));
+            let pattern = match key {
+                Some(k) => usize_field(v, k)?,
+                None => 6,
+            };
+            (0..layers).map(|i| (i + 1) % pattern != 0).collect()
+        }
+    };
+    let local_rope = v.get("rope_parameters").and_then(|r| r.get("sliding_attention")).filter(|x| x.is_object());
+    let local_rope_theta = match local_rope {
+        Some(r) => {
+            if parse_rope_scaling(r)? != RopeScaling::None {
+                bail!("rope_parameters.sliding_attention: RoPE scaling of local layers is not supported");
+            }
+            if present(r, "rope_theta") {
+                f32_field(r, "rope_theta")?
+            } else {
+                10000.0
+            }
+        }
+        None if present(v, "rope_local_base_freq") => f32_field(v, "rope_local_base_freq")?,
+        None => 10000.0,
+    };
+    Ok(BlockOptions {
+        embed_scale: Some((hidden as f64).sqrt() as f32),
+        norm_offset: 1.0,
+        post_norms: true,
+        activation,
+        attn_scale: Some((1.0 / f64::from(scalar).sqrt()) as f32),
+        sliding_window: Some(window),
+        local_layers,
+        local_rope_theta: Some(local_rope_theta),
     })
 }
 
@@ -167,13 +321,31 @@ fn parse_rope_scaling(s: &Value) -> Result<RopeScaling> {
 }
 
 impl ModelConfig {
-    /// RoPE inverse frequencies, computed in f32 as transformers does.
+    /// Whether layer `i` is local (sliding-window attention, its own RoPE base).
+    pub fn is_local(&self, i: usize) -> bool {
+        self.block.local_layers.get(i).copied().unwrap_or(false)
+    }
+
+    /// The positions layer `i` attends to at most, its own included; `None`: all.
+    pub fn layer_window(&self, i: usize) -> Option<usize> {
+        self.block.sliding_window.filter(|_| self.is_local(i))
+    }
+
+    /// The inverse frequencies of local layers (their own base, no scaling), where the model
+    /// has local layers.
+    pub fn local_inv_freq(&self) -> Option<Vec<f32>> {
+        let theta = self.block.local_rope_theta.filter(|_| self.block.local_layers.contains(&true))?;
+        Some(ModelConfig { rope_theta: theta, rope_scaling: RopeScaling::None, ..self.clone() }.inv_freq())
+    }
+
+    /// RoPE inverse frequencies (of the global layers), computed in f32 as transformers does.
     pub fn inv_freq(&self) -> Vec<f32> {
         let d = self.head_dim;
         let base: Vec<f32> = (0..d / 2).map(|i| 1.0 / self.rope_theta.powf((2 * i) as f32 / d as f32)).collect();
         match self.rope_scaling {
             RopeScaling::None => base,
             RopeScaling::Linear { factor } => base.iter().map(|f| f / factor).collect(),
+            RopeScaling::Divisors(ref divisors) => base.iter().zip(divisors).map(|(f, d)| f / d).collect(),
             RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position } => {
                 let low_wavelen = original_max_position / low_freq_factor;
                 let high_wavelen = original_max_position / high_freq_factor;
@@ -226,6 +398,105 @@ mod tests {
             (ModelConfig { rope_scaling: RopeScaling::None, ..a.clone() }.inv_freq(), a.inv_freq());
         assert_eq!(scaled[0], base_freq[0]);
         assert!((scaled[7] - base_freq[7] / 8.0).abs() < 1e-12);
+    }
+
+    /// llama.cpp's converter turns llama3 scaling into per-frequency divisors
+    /// (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors: 1 for high frequencies, the
+    /// factor for low ones, 1 / ((1 - smooth) / factor + smooth) between); dividing by them gives
+    /// the frequencies the llama3 settings give.
+    #[test]
+    fn gguf_divisors_give_the_llama3_frequencies() {
+        let mut c = base();
+        c["rope_theta"] = json!(500000.0);
+        c["rope_scaling"] = json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 256});
+        let llama3 = parse_config(&c).unwrap();
+        let plain = ModelConfig { rope_scaling: RopeScaling::None, ..llama3.clone() }.inv_freq();
+        let divisors: Vec<f32> = plain
+            .iter()
+            .map(|&f| {
+                let wavelen = 2.0 * std::f64::consts::PI / f as f64;
+                if wavelen < 256.0 / 4.0 {
+                    1.0
+                } else if wavelen > 256.0 {
+                    8.0
+                } else {
+                    let smooth = (256.0 / wavelen - 1.0) / (4.0 - 1.0);
+                    (1.0 / ((1.0 - smooth) / 8.0 + smooth)) as f32
+                }
+            })
+            .collect();
+        assert!(divisors.contains(&1.0) && divisors.contains(&8.0) && divisors.iter().any(|d| *d > 1.0 && *d < 8.0));
+        let from_gguf = ModelConfig { rope_scaling: RopeScaling::Divisors(divisors), ..llama3.clone() }.inv_freq();
+        for (a, b) in from_gguf.iter().zip(llama3.inv_freq()) {
+            assert!((a - b).abs() <= 1e-6 * b, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn qwen3_has_qk_norm_and_its_own_head_dim() {
+        let mut c = base();
+        c["architectures"] = json!(["Qwen3ForCausalLM"]);
+        c["head_dim"] = json!(32);
+        let q = parse_config(&c).unwrap();
+        assert_eq!((q.arch, q.qk_norm, q.head_dim, q.hidden / q.heads), (Arch::Qwen3, true, 32, 16));
+        assert!(!parse_config(&base()).unwrap().qk_norm);
+    }
+
+    fn gemma3() -> Value {
+        json!({"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 160,
+               "vocab_size": 384, "query_pre_attn_scalar": 24, "sliding_window": 16,
+               "final_logit_softcapping": null, "attn_logit_softcapping": null})
+    }
+
+    /// Gemma 3 as transformers 5.x writes it (rope_parameters per layer type, layer_types) and as
+    /// the hub's 4.x configs have it (rope_theta, rope_local_base_freq, rope_scaling for the
+    /// global layers, sliding_window_pattern): the same model.
+    #[test]
+    fn gemma3_in_both_styles() {
+        let mut new = gemma3();
+        new["layer_types"] = json!(["sliding_attention", "full_attention", "sliding_attention", "full_attention"]);
+        new["rope_parameters"] = json!({
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}});
+        let mut old = gemma3();
+        old["sliding_window_pattern"] = json!(2);
+        old["rope_theta"] = json!(1000000.0);
+        old["rope_local_base_freq"] = json!(10000.0);
+        old["rope_scaling"] = json!({"rope_type": "linear", "factor": 8.0});
+        let (a, b) = (parse_config(&new).unwrap(), parse_config(&old).unwrap());
+        assert_eq!(a, b);
+        assert_eq!((a.arch, a.qk_norm, a.tie_embeddings), (Arch::Gemma3, true, true));
+        let o = &a.block;
+        assert_eq!(
+            (o.embed_scale, o.norm_offset, o.post_norms, o.activation),
+            (Some(8.0), 1.0, true, Activation::GeluTanh)
+        );
+        assert_eq!(o.attn_scale, Some((1.0 / 24f64.sqrt()) as f32));
+        assert_eq!((a.layer_window(0), a.layer_window(1), a.layer_window(2)), (Some(16), None, Some(16)));
+        // Global layers: base 1e6 divided by the factor; local ones: base 10000, unscaled.
+        let global = a.inv_freq();
+        let local = a.local_inv_freq().unwrap();
+        assert_eq!((global[0], local[0]), (1.0 / 8.0, 1.0));
+        assert!((global[1] - 1e6f32.powf(-2.0 / 32.0) / 8.0).abs() < 1e-9);
+        assert!((local[1] - 1e4f32.powf(-2.0 / 32.0)).abs() < 1e-9);
+        assert_eq!(parse_config(&base()).unwrap().local_inv_freq(), None);
+    }
+
+    #[test]
+    fn gemma3_refuses_what_it_cannot_run() {
+        for (field, value) in [
+            ("final_logit_softcapping", json!(30.0)),
+            ("attn_logit_softcapping", json!(50.0)),
+            ("hidden_activation", json!("relu")),
+            ("layer_types", json!(["sliding_attention"])),
+        ] {
+            let mut c = gemma3();
+            c[field] = value;
+            let msg = format!("{:#}", parse_config(&c).unwrap_err());
+            assert!(msg.contains(field), "{field}: {msg}");
+        }
     }
 
     #[test]

@@ -5,9 +5,13 @@
 //! per output row (or logits where the host samples). A step's rows may belong to any number
 //! of sequences, prompt chunks and decode tokens alike: a single stream is a batch of one.
 //!
-//! Per layer (5 dispatches): qkv_rope (RMSNorm on load + projection + bias + RoPE + KV write),
-//! attention (plain or flash), o-projection added onto x, gate/up with RMSNorm on load + SwiGLU,
-//! down-projection added onto x.
+//! Per layer (5 dispatches, more with the options below): qkv_rope (RMSNorm on load + projection + bias + RoPE + KV write;
+//! with q/k norms (Qwen3, Gemma 3) a second dispatch, qk_norm, normalizes and rotates q and k),
+//! attention (plain or flash; a local layer within its window), o-projection added onto x,
+//! gate/up with RMSNorm on load + SwiGLU (GeGLU for Gemma), down-projection added onto x. With
+//! post-norms (Gemma 3) o and down write a scratch row whose norm an `rmsnorm` adds onto x (two
+//! more dispatches). Gemma's embedding scale, (1 + w) norms, attention scale and local RoPE base
+//! are constants and weights of these same kernels.
 //! Then the final norm of the output rows, the LM head, and argmax (every output greedy) or
 //! sample (each row with its own parameters).
 
@@ -19,11 +23,12 @@ use crate::gpu::profiler::{Part, Profiler, Span, Timing};
 use crate::gpu::Gpu;
 use crate::kv::{KvCache, KvOptions};
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::{Attention, AttnBuffers, AttnKind, DEFAULT_THRESHOLD};
+use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, DEFAULT_THRESHOLD};
 use crate::ops::embedding::Embedding;
 use crate::ops::linear::{InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
 use crate::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
+use crate::ops::qk_norm::QkNorm;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
 use crate::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
 use crate::ops::sample::{Sample, SampleParams};
@@ -115,6 +120,9 @@ struct LayerOps {
     o: Matmul,
     gate_up: SwiGlu,
     down: Matmul,
+    /// Gemma's norms of the attention and MLP outputs, each added onto x (o and down then
+    /// write to a scratch row instead of onto x).
+    post_norms: Option<[RmsNorm; 2]>,
 }
 
 pub struct Forward {
@@ -146,9 +154,10 @@ pub struct Forward {
     pub timings: Vec<Timing>,
     /// The attention kernel the last step used.
     pub last_attention: AttnKind,
-    /// Kernel launches recorded in the last submit, one per op: a weight split over several
-    /// bindings adds one dispatch per extra part, and a tensor-core prefill projection one for
-    /// its `input_f16`, neither counted here (a decode step on an unsplit model has neither).
+    /// Kernel launches recorded in the last submit, one per op: a weight of several parts (split
+    /// over bindings, or fused tensors of different types) adds one dispatch per extra part,
+    /// and a tensor-core prefill projection one for its `input_f16`, neither counted here (a
+    /// decode step on a model whose fused weights are one type has neither).
     pub last_launches: usize,
 }
 
@@ -182,6 +191,8 @@ impl Forward {
         let q = f32s("q", rows * qn)?;
         let o = f32s("o", rows * qn)?;
         let h = f32s("h", rows * cfg.intermediate as u64)?;
+        // The attention and MLP outputs before their post-norms (models with post-norms).
+        let y = if cfg.block.post_norms { Some(f32s("y", rows * d)?) } else { None };
         let vocab_bytes = cfg.vocab as u64 * 4;
         let logits = f32s("logits", u64::from(max_outs) * cfg.vocab as u64)?;
         let chosen = f32s("chosen", u64::from(max_outs))?;
@@ -192,34 +203,57 @@ impl Forward {
         let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_gpu(gpu));
         let eps = cfg.rms_eps;
         let mut layers = Vec::with_capacity(cfg.layers);
-        for (w, (kc, vc)) in weights.layers.iter().zip(&kv.layers) {
+        for (i, (w, (kc, vc))) in weights.layers.iter().zip(&kv.layers).enumerate() {
+            // Local layers (Gemma 3): their own RoPE frequencies and window.
+            let local = cfg.is_local(i);
+            let inv_freq = weights.local_inv_freq.as_ref().filter(|_| local).unwrap_or(&weights.inv_freq);
+            let attn_opts = AttnOptions {
+                scale: cfg.block.attn_scale.unwrap_or(AttnOptions::full(&heads).scale),
+                window: cfg.layer_window(i).map(|w| w.min(u32::MAX as usize) as u32),
+            };
             // Both norms of the layer are fused into the projections that read them.
             let qkv_bufs = QkvBuffers {
                 step: &step,
                 x: &x,
                 bias: w.qkv_bias.as_ref(),
-                inv_freq: &weights.inv_freq,
+                inv_freq,
                 q: &q,
                 k_cache: kc,
                 v_cache: vc,
                 plan: &plan,
                 norm: Some(InputNorm { weight: &w.attn_norm, eps }),
+                qk_norm: w.qk_norm.as_ref().map(|weight| QkNorm { weight, eps }),
             };
             let attn_bufs = AttnBuffers { q: &q, k_cache: kc, v_cache: vc, o: &o, plan: &plan };
             let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
+            // Without post-norms o and down add onto x; with them they write y, whose norm is
+            // added onto x.
+            let (out, add) = match &y {
+                Some(y) => (y, false),
+                None => (&x, true),
+            };
+            let post_norms = match (&w.post_norms, &y) {
+                (Some([attn, mlp]), Some(y)) => {
+                    let norm =
+                        |gamma| RmsNorm::new(gpu, d as u32, eps, NormRows::AddAll, &NormBuffers { x: y, gamma, y: &x });
+                    Some([norm(attn)?, norm(mlp)?])
+                }
+                _ => None,
+            };
             layers.push(LayerOps {
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
-                attention: Attention::new(gpu, &heads, opts.attn_threshold, &attn_bufs)?,
-                o: Matmul::new(gpu, lin, &w.o, &step, &o, &x, true, Rows::Tokens)?,
-                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm)?,
-                down: Matmul::new(gpu, lin, &w.down, &step, &h, &x, true, Rows::Tokens)?,
+                attention: Attention::new(gpu, &heads, attn_opts, opts.attn_threshold, &attn_bufs)?,
+                o: Matmul::new(gpu, lin, &w.o, &step, &o, out, add, Rows::Tokens)?,
+                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm, cfg.block.activation)?,
+                down: Matmul::new(gpu, lin, &w.down, &step, &h, out, add, Rows::Tokens)?,
+                post_norms,
             });
         }
         let profiler = if opts.profile { Profiler::new(gpu, 16 * (cfg.layers as u32 + 1))? } else { None };
         let norm_bufs = NormBuffers { x: &x, gamma: &weights.final_norm, y: &xn };
         let vocab = cfg.vocab as u32;
         Ok(Forward {
-            embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x)?,
+            embed: Embedding::new(gpu, &weights.embed, &step, &ids, &x, cfg.block.embed_scale.unwrap_or(1.0))?,
             final_norm: RmsNorm::new(gpu, d as u32, eps, NormRows::Outputs(&plan), &norm_bufs)?,
             lm_head: Matmul::new(gpu, lin, weights.lm_head(), &step, &xn, &logits, false, Rows::Outputs)?,
             argmax: Argmax::new(gpu, vocab, max_outs, &logits, &chosen)?,
@@ -332,15 +366,27 @@ impl Forward {
             for (i, l) in self.layers.iter().enumerate() {
                 let (at, attn_part, mlp) = (Some(i), Part::Attention, Part::Mlp);
                 mark(&mut pass, at, attn_part, "qkv_rope");
-                l.qkv.record(&mut pass, n);
+                l.qkv.record_projection(&mut pass, n);
+                if let Some(qk_norm) = l.qkv.qk_norm() {
+                    mark(&mut pass, at, attn_part, "qk_norm");
+                    qk_norm.record(&mut pass, n);
+                }
                 mark(&mut pass, at, attn_part, attn.kernel_name());
                 l.attention.record(&mut pass, attn, n, context);
                 mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
+                if let Some([post_attn, _]) = &l.post_norms {
+                    mark(&mut pass, at, attn_part, "rmsnorm");
+                    post_attn.record(&mut pass, n);
+                }
                 mark(&mut pass, at, mlp, "swiglu");
                 l.gate_up.record(&mut pass, n);
                 mark(&mut pass, at, mlp, "matmul");
                 l.down.record(&mut pass, n);
+                if let Some([_, post_mlp]) = &l.post_norms {
+                    mark(&mut pass, at, mlp, "rmsnorm");
+                    post_mlp.record(&mut pass, n);
+                }
             }
             if n_out > 0 {
                 mark(&mut pass, None, Part::Other, "rmsnorm");

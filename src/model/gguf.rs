@@ -1,8 +1,8 @@
 //! GGUF files (versions 2 and 3): header, metadata, tensor infos, memory-mapped data, and the
-//! mapping of `llama` / `qwen2` metadata and tensor names to the engine's. Every count, length
-//! and offset is checked against the file before it is used, so a malformed file is an error
-//! naming it, never a panic or a huge allocation: what the header allocates is charged to a
-//! budget the size of the file.
+//! mapping of `llama` / `qwen2` / `qwen3` / `gemma3` metadata and tensor names to the engine's. Every count,
+//! length and offset is checked against the file before it is used, so a malformed file is an
+//! error naming it, never a panic or a huge allocation: what the header allocates is charged to
+//! a budget the size of the file.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use memmap2::Mmap;
 
-use super::config::{valid_size, Arch, ModelConfig, RopeScaling, MAX_SIZE};
+use super::config::{positive, valid_size, Activation, Arch, BlockOptions, ModelConfig, RopeScaling, MAX_SIZE};
 use super::tensor::{DType, HostTensor, TensorSource};
 
 /// A metadata value.
@@ -175,6 +175,15 @@ impl Gguf {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         // SAFETY: read-only map of a file not expected to change while loaded.
         let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        Self::parse_named(path, map)
+    }
+
+    /// Parses `bytes` as the GGUF file `path` would be parsed (fuzz targets, tests).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Gguf> {
+        Self::parse_named(path, super::mapped::copy_to_map(bytes)?)
+    }
+
+    fn parse_named(path: &Path, map: Mmap) -> Result<Gguf> {
         Self::parse(path, map).with_context(|| format!("{} is not a valid GGUF file", path.display()))
     }
 
@@ -224,7 +233,7 @@ impl Gguf {
         let mut tensors = HashMap::new();
         for (name, ne, ty, offset) in infos {
             let dtype = DType::from_ggml(ty).with_context(|| {
-                format!("tensor {name}: ggml type {ty} is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K are)")
+                format!("tensor {name}: ggml type {ty} is not supported ({} are)", DType::GGML_NAMES)
             })?;
             let elems = ne
                 .iter()
@@ -263,7 +272,9 @@ impl Gguf {
         let arch = match name {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            other => bail!("GGUF architecture {other:?} is not supported (llama and qwen2 are)"),
+            "qwen3" => Arch::Qwen3,
+            "gemma3" => Arch::Gemma3,
+            other => bail!("GGUF architecture {other:?} is not supported (llama, qwen2, qwen3 and gemma3 are)"),
         };
         Ok((name, arch))
     }
@@ -281,13 +292,15 @@ impl Gguf {
             .transpose()
     }
 
+    /// A float the model needs positive and finite (a base or an epsilon), where present.
+    fn positive_float(&self, key: &str) -> Result<Option<f32>> {
+        self.float(key)?.map(|f| positive(f).with_context(|| format!("metadata {key}"))).transpose()
+    }
+
     /// The engine's configuration from `{arch}.*` metadata.
     pub fn config(&self) -> Result<ModelConfig> {
         let (a, arch) = self.arch()?;
         let k = |s: &str| format!("{a}.{s}");
-        if self.tensors.contains_key("rope_freqs.weight") {
-            bail!("tensor rope_freqs.weight (scaled RoPE frequencies) is not supported yet");
-        }
         let hidden = self.uint(&k("embedding_length"))?;
         let heads = self.uint(&k("attention.head_count"))?;
         let kv_heads = if self.get(&k("attention.head_count_kv")).is_some() {
@@ -295,10 +308,11 @@ impl Gguf {
         } else {
             heads
         };
-        let head_dim = if self.get(&k("attention.key_length")).is_some() {
-            self.uint(&k("attention.key_length"))?
-        } else {
-            hidden / heads
+        let head_dim = match () {
+            _ if self.get(&k("attention.key_length")).is_some() => self.uint(&k("attention.key_length"))?,
+            // llama.cpp's default for gemma3.
+            _ if arch == Arch::Gemma3 => 256,
+            _ => hidden / heads,
         };
         let vocab = match self.get("tokenizer.ggml.tokens").and_then(Meta::as_array) {
             Some(t) => valid_size(t.len() as u64).with_context(|| {
@@ -310,18 +324,27 @@ impl Gguf {
             bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
         }
         let id = |key: &str| self.get(key).and_then(Meta::as_u64).map(|v| v as u32);
+        let layers = self.uint(&k("block_count"))?;
         Ok(ModelConfig {
             arch,
             hidden,
-            layers: self.uint(&k("block_count"))?,
+            layers,
             heads,
             kv_heads,
             head_dim,
             intermediate: self.uint(&k("feed_forward_length"))?,
             vocab,
-            rms_eps: self.float(&k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
-            rope_theta: self.float(&k("rope.freq_base"))?.unwrap_or(10000.0),
-            rope_scaling: RopeScaling::None,
+            rms_eps: self.positive_float(&k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
+            rope_theta: self.positive_float(&k("rope.freq_base"))?.unwrap_or(10000.0),
+            rope_scaling: match self.rope_divisors(head_dim)? {
+                Some(divisors) => RopeScaling::Divisors(divisors),
+                None => self.rope_scaling(a)?,
+            },
+            qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
+            block: match arch {
+                Arch::Gemma3 => self.gemma3_block(a, hidden, heads, head_dim, layers)?,
+                _ => BlockOptions::default(),
+            },
             tie_embeddings: !self.tensors.contains_key("output.weight"),
             max_position: if self.get(&k("context_length")).is_some() {
                 self.uint(&k("context_length"))?
@@ -333,14 +356,78 @@ impl Gguf {
         })
     }
 
+    /// `{arch}.rope.scaling.type` / `.factor`: linear scaling (llama.cpp divides the
+    /// frequencies by the factor; Gemma 3: of the global layers only). A factor of 1 is none.
+    fn rope_scaling(&self, a: &str) -> Result<RopeScaling> {
+        let factor = self.float(&format!("{a}.rope.scaling.factor"))?;
+        let kind = self.str(&format!("{a}.rope.scaling.type"));
+        Ok(match (kind, factor) {
+            (Some("none"), _) | (_, None) => RopeScaling::None,
+            (_, Some(1.0)) => RopeScaling::None,
+            (None | Some("linear"), Some(factor)) if factor > 0.0 && factor.is_finite() => {
+                RopeScaling::Linear { factor }
+            }
+            (kind, Some(factor)) => {
+                bail!("metadata {a}.rope.scaling: type {kind:?} with factor {factor} is not supported (linear is)")
+            }
+        })
+    }
+
+    /// Gemma 3 as llama.cpp reads it (llama-model.cpp, LLM_ARCH_GEMMA3): every sixth layer global,
+    /// the others local with a window of `attention.sliding_window` and RoPE base 10000; the
+    /// attention scale 1 / sqrt(head_dim) (1 / sqrt(hidden / heads) for the 62-layer 27B); norm
+    /// weights stored as 1 + w by the converter.
+    fn gemma3_block(
+        &self,
+        a: &str,
+        hidden: usize,
+        heads: usize,
+        head_dim: usize,
+        layers: usize,
+    ) -> Result<BlockOptions> {
+        for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
+            if let Some(v) = self.float(&format!("{a}.{cap}"))? {
+                bail!("metadata {a}.{cap} is {v}: logit softcapping is not supported");
+            }
+        }
+        let scalar = if layers == 62 { hidden / heads } else { head_dim };
+        Ok(BlockOptions {
+            embed_scale: Some((hidden as f64).sqrt() as f32),
+            norm_offset: 0.0,
+            post_norms: true,
+            activation: Activation::GeluTanh,
+            attn_scale: Some((1.0 / (scalar as f64).sqrt()) as f32),
+            sliding_window: Some(self.uint(&format!("{a}.attention.sliding_window"))?),
+            local_layers: (0..layers).map(|i| (i + 1) % 6 != 0).collect(),
+            local_rope_theta: Some(10000.0),
+        })
+    }
+
+    /// `rope_freqs.weight`, where llama.cpp's converter stores llama3 RoPE scaling: one f32
+    /// divisor per frequency (head_dim / 2 of them), positive and finite.
+    fn rope_divisors(&self, head_dim: usize) -> Result<Option<Vec<f32>>> {
+        let name = "rope_freqs.weight";
+        let Some(t) = self.tensors.get(name) else { return Ok(None) };
+        if t.dtype != DType::F32 || t.shape != [head_dim / 2] {
+            bail!("tensor {name} is {:?} {:?}; expected F32 [{}] (head_dim / 2)", t.dtype, t.shape, head_dim / 2);
+        }
+        let bytes = &self.map[t.range.clone()];
+        let divisors: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        if let Some(bad) = divisors.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
+            bail!("tensor {name} holds {bad}; RoPE frequency divisors must be positive and finite");
+        }
+        Ok(Some(divisors))
+    }
+
     /// Bytes of all tensor data (what the weights take in the file).
     pub fn data_bytes(&self) -> u64 {
         self.tensors.values().map(|t| t.range.len() as u64).sum()
     }
 }
 
-/// The GGUF name of an engine (Hugging Face) tensor name.
-fn gguf_name(hf: &str) -> Option<String> {
+/// The GGUF name of an engine (Hugging Face) tensor name; `post_norms`: the block has norms
+/// after attention and MLP (gemma3), whose names shift those of the MLP's input norm.
+fn gguf_name(hf: &str, post_norms: bool) -> Option<String> {
     let fixed = [
         ("model.embed_tokens.weight", "token_embd.weight"),
         ("model.norm.weight", "output_norm.weight"),
@@ -357,19 +444,27 @@ fn gguf_name(hf: &str) -> Option<String> {
         ("self_attn.k_proj", "attn_k"),
         ("self_attn.v_proj", "attn_v"),
         ("self_attn.o_proj", "attn_output"),
+        ("self_attn.q_norm", "attn_q_norm"),
+        ("self_attn.k_norm", "attn_k_norm"),
         ("post_attention_layernorm", "ffn_norm"),
         ("mlp.gate_proj", "ffn_gate"),
         ("mlp.up_proj", "ffn_up"),
         ("mlp.down_proj", "ffn_down"),
     ];
+    let post = [
+        ("post_attention_layernorm", "post_attention_norm"),
+        ("pre_feedforward_layernorm", "ffn_norm"),
+        ("post_feedforward_layernorm", "post_ffw_norm"),
+    ];
     let (module, kind) = part.rsplit_once('.')?;
-    let (_, g) = parts.iter().find(|(h, _)| *h == module)?;
+    let found = |table: &[(&str, &'static str)]| table.iter().find(|(h, _)| *h == module).map(|(_, g)| *g);
+    let g = if post_norms { found(&post).or_else(|| found(&parts)) } else { found(&parts) }?;
     Some(format!("blk.{layer}.{g}.{kind}"))
 }
 
 impl TensorSource for Gguf {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>> {
-        let Some(g) = gguf_name(name) else { return Ok(None) };
+        let Some(g) = gguf_name(name, self.str("general.architecture") == Some("gemma3")) else { return Ok(None) };
         Ok(self.tensors.get(&g).map(|t| HostTensor {
             name: g.clone(),
             dtype: t.dtype,

@@ -1,6 +1,8 @@
 //! A `tokenizers` tokenizer built from GGUF `tokenizer.ggml.*` metadata (gpt2-style byte-level
-//! BPE), by writing the tokenizer.json that describes it. The pre-tokenizer follows
+//! BPE, and Gemma 3's SentencePiece vocabulary), by writing the tokenizer.json that describes it. The pre-tokenizer follows
 //! `tokenizer.ggml.pre` as llama.cpp reads it.
+
+use std::collections::HashMap;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
@@ -47,41 +49,18 @@ fn strings<'a>(g: &'a Gguf, key: &str) -> Result<Vec<&'a str>> {
 
 /// The tokenizer, plus the texts of the BOS and EOS tokens.
 pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
-    match g.str("tokenizer.ggml.model") {
-        Some("gpt2") => {}
-        other => bail!("tokenizer.ggml.model {other:?} is not supported (gpt2 byte-level BPE is)"),
-    }
     let tokens = strings(g, "tokenizer.ggml.tokens")?;
-    let merges = strings(g, "tokenizer.ggml.merges")?;
     let types: Vec<i64> = match g.get("tokenizer.ggml.token_type").and_then(Meta::as_array) {
         Some(a) => a.iter().map(|m| m.as_f64().unwrap_or(1.0) as i64).collect(),
         None => vec![1; tokens.len()],
     };
-    let vocab: serde_json::Map<String, Value> =
-        tokens.iter().enumerate().map(|(i, t)| (t.to_string(), json!(i))).collect();
-    // Control (3) and user-defined (4) tokens match as whole strings, before BPE.
-    let added: Vec<Value> = tokens
-        .iter()
-        .zip(&types)
-        .enumerate()
-        .filter(|(_, (_, &ty))| ty == 3 || ty == 4)
-        .map(|(i, (t, &ty))| {
-            json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": ty == 4, "special": ty == 3})
-        })
-        .collect();
-    let (pre, normalizer) = pre_tokenizer(g.str("tokenizer.ggml.pre").unwrap_or("default"))?;
-    let spec = json!({
-        "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": added,
-        "normalizer": normalizer,
-        "pre_tokenizer": pre,
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                  "vocab": vocab, "merges": merges},
-    });
+    let spec = match (g.str("tokenizer.ggml.model"), g.str("general.architecture")) {
+        (Some("gpt2"), _) => gpt2(g, &tokens, &types)?,
+        (Some("llama"), Some("gemma3")) => gemma(&tokens, &types),
+        (other, _) => bail!(
+            "tokenizer.ggml.model {other:?} is not supported (gpt2 byte-level BPE is, and gemma3's \"llama\" vocabulary)"
+        ),
+    };
     let tok: tokenizers::Tokenizer =
         spec.to_string().parse().map_err(|e| anyhow!("cannot build a tokenizer from the GGUF metadata: {e}"))?;
     let text = |key: &str| {
@@ -92,4 +71,96 @@ pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
             .unwrap_or_default()
     };
     Ok((tok, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id")))
+}
+
+/// A gpt2-style byte-level BPE (tokens and merges as the file gives them).
+fn gpt2(g: &Gguf, tokens: &[&str], types: &[i64]) -> Result<Value> {
+    let merges = strings(g, "tokenizer.ggml.merges")?;
+    let vocab: serde_json::Map<String, Value> =
+        tokens.iter().enumerate().map(|(i, t)| (t.to_string(), json!(i))).collect();
+    // Control (3) and user-defined (4) tokens match as whole strings, before BPE.
+    let added: Vec<Value> = tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .filter(|(_, (_, &ty))| ty == 3 || ty == 4)
+        .map(|(i, (t, &ty))| {
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": ty == 4, "special": ty == 3})
+        })
+        .collect();
+    let (pre, normalizer) = pre_tokenizer(g.str("tokenizer.ggml.pre").unwrap_or("default"))?;
+    Ok(json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre,
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges},
+    }))
+}
+
+/// Tokens longer than this get no merges rebuilt (see `gemma`).
+const MAX_MERGED_TOKEN_BYTES: usize = 512;
+
+/// Gemma's SentencePiece vocabulary (`tokenizer.ggml.model` "llama", no merges) as transformers
+/// 5.x builds it from the file (integrations/gguf, `gemma_tokenizer`): tokens made of spaces only
+/// respelled with "\u{2581}"; the merges recovered from the vocabulary, every split of a token into
+/// two tokens, ordered by the token's place in the file (not its score), then the longer left
+/// piece first; BPE with byte fallback over text whose spaces became "\u{2581}"; control tokens
+/// special and user-defined ones whole.
+fn gemma(tokens: &[&str], types: &[i64]) -> Value {
+    let respelled: Vec<String> = tokens
+        .iter()
+        .map(|t| match t.contains(' ') && t.trim().is_empty() {
+            true => "\u{2581}".repeat(t.chars().count()),
+            false => t.to_string(),
+        })
+        .collect();
+    // A token listed twice keeps its last id, as a Python dict built in file order does.
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(respelled.len());
+    for (i, t) in respelled.iter().enumerate() {
+        ids.insert(t, i);
+    }
+    let mut merges: Vec<(usize, usize, &str, &str)> = Vec::new();
+    // Each split hashes both halves: quadratic in a token's length, so a file with a token of
+    // megabytes would hang here. Real vocabularies' tokens are a few dozen bytes at most.
+    for (t, &id) in ids.iter().filter(|(t, _)| t.len() <= MAX_MERGED_TOKEN_BYTES) {
+        for (n, (at, _)) in t.char_indices().enumerate().skip(1) {
+            let (l, r) = t.split_at(at);
+            if ids.contains_key(l) && ids.contains_key(r) {
+                merges.push((id, usize::MAX - n, l, r));
+            }
+        }
+    }
+    merges.sort_unstable();
+    let merges: Vec<Value> = merges.into_iter().map(|(_, _, l, r)| json!([l, r])).collect();
+    let vocab: serde_json::Map<String, Value> = ids.iter().map(|(t, i)| (t.to_string(), json!(i))).collect();
+    let added: Vec<Value> = tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .filter(|(_, (t, &ty))| ty == 3 || (ty == 4 && ids.contains_key(*t)))
+        .map(|(i, (t, &ty))| {
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": false, "special": ty == 3})
+        })
+        .collect();
+    let space = json!({"String": " "});
+    json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "Replace", "pattern": space, "content": "\u{2581}"},
+        "pre_tokenizer": {"type": "Split", "pattern": space, "behavior": "MergedWithPrevious", "invert": false},
+        "post_processor": null,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges},
+    })
 }

@@ -5,6 +5,7 @@ pub mod forward;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod loader;
+pub mod mapped;
 pub mod quant;
 pub mod safetensors;
 pub mod synthetic;

@@ -57,6 +57,17 @@ impl SafeTensors {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         // SAFETY: the map is read-only; the file is not expected to change while loaded.
         let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        self.add_map(path, map)
+    }
+
+    /// `bytes` read as the single safetensors file `path` would be (fuzz targets, tests).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SafeTensors> {
+        let mut st = SafeTensors { files: Vec::new(), entries: HashMap::new() };
+        st.add_map(path, super::mapped::copy_to_map(bytes)?)?;
+        Ok(st)
+    }
+
+    fn add_map(&mut self, path: &Path, map: Mmap) -> Result<()> {
         let idx = self.files.len();
         for (name, e) in
             read_header(&map).with_context(|| format!("{} is not a valid safetensors file", path.display()))?

@@ -24,6 +24,8 @@ pub fn preset(name: &str) -> Result<ModelConfig> {
         rms_eps: 1e-6,
         rope_theta: 1_000_000.0,
         rope_scaling: RopeScaling::None,
+        qk_norm: false,
+        block: Default::default(),
         tie_embeddings: true,
         max_position: 32768,
         eos_ids: vec![],
@@ -156,8 +158,10 @@ fn random_bytes(rng: &mut Rng, dtype: DType, n: usize, scale: f32) -> Result<Vec
                 out.extend((0..size).map(|_| rng.next() as u8));
                 // Every f16 field of the block types is a scale: make them small and finite.
                 let scale_at: &[usize] = match q {
-                    DType::Q4_1 | DType::Q4_K => &[0, 2],
+                    DType::Q4_1 | DType::Q4_K | DType::Q5_1 | DType::Q5_K => &[0, 2],
                     DType::Q6_K => &[208],
+                    DType::Q3_K => &[108],
+                    DType::Q2_K => &[80, 82],
                     _ => &[0],
                 };
                 for &at in scale_at {

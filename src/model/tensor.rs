@@ -18,6 +18,12 @@ pub enum DType {
     Q5_0,
     Q4_K,
     Q6_K,
+    Q5_1,
+    Q5_K,
+    Q3_K,
+    Q2_K,
+    IQ4_NL,
+    IQ4_XS,
 }
 
 impl DType {
@@ -30,6 +36,10 @@ impl DType {
         }
     }
 
+    /// The ggml types `from_ggml` knows, for messages.
+    pub const GGML_NAMES: &'static str =
+        "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+
     /// ggml type ids as GGUF stores them.
     pub fn from_ggml(id: u32) -> Option<DType> {
         Some(match id {
@@ -38,9 +48,15 @@ impl DType {
             2 => DType::Q4_0,
             3 => DType::Q4_1,
             6 => DType::Q5_0,
+            7 => DType::Q5_1,
             8 => DType::Q8_0,
+            10 => DType::Q2_K,
+            11 => DType::Q3_K,
             12 => DType::Q4_K,
+            13 => DType::Q5_K,
             14 => DType::Q6_K,
+            20 => DType::IQ4_NL,
+            23 => DType::IQ4_XS,
             30 => DType::BF16,
             _ => return None,
         })
@@ -75,6 +91,32 @@ impl DType {
             DType::Q5_0 => WeightType::Q5_0,
             DType::Q4_K => WeightType::Q4_K,
             DType::Q6_K => WeightType::Q6_K,
+            DType::Q5_1 => WeightType::Q5_1,
+            DType::Q5_K => WeightType::Q5_K,
+            DType::Q3_K => WeightType::Q3_K,
+            DType::Q2_K => WeightType::Q2_K,
+            DType::IQ4_NL => WeightType::IQ4_NL,
+            DType::IQ4_XS => WeightType::IQ4_XS,
+        }
+    }
+
+    /// The file type that becomes GPU type `ty` as it is (f16 for f16).
+    pub fn stored_as(ty: WeightType) -> DType {
+        match ty {
+            WeightType::F32 => DType::F32,
+            WeightType::F16 => DType::F16,
+            WeightType::Q8_0 => DType::Q8_0,
+            WeightType::Q4_0 => DType::Q4_0,
+            WeightType::Q4_1 => DType::Q4_1,
+            WeightType::Q5_0 => DType::Q5_0,
+            WeightType::Q4_K => DType::Q4_K,
+            WeightType::Q6_K => DType::Q6_K,
+            WeightType::Q5_1 => DType::Q5_1,
+            WeightType::Q5_K => DType::Q5_K,
+            WeightType::Q3_K => DType::Q3_K,
+            WeightType::Q2_K => DType::Q2_K,
+            WeightType::IQ4_NL => DType::IQ4_NL,
+            WeightType::IQ4_XS => DType::IQ4_XS,
         }
     }
 }

@@ -15,12 +15,30 @@ pub const DEFAULT_THRESHOLD: u32 = 1024;
 /// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
 pub const MAX_THRESHOLD: u32 = 8192;
 
-pub fn head_defs(h: &HeadShape, plan: &PlanLayout, wg_threads: u32) -> Defs {
+/// A layer's attention: its score scale and, for a local layer, its window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnOptions {
+    /// Multiplies q.k: 1 / sqrt(head_dim), or Gemma's query_pre_attn_scalar^-0.5.
+    pub scale: f32,
+    /// A row attends to the last `window` positions only, its own included (a local layer's
+    /// sliding window); `None`: every position its sequence holds.
+    pub window: Option<u32>,
+}
+
+impl AttnOptions {
+    /// Every position, scores scaled by 1 / sqrt(head_dim).
+    pub fn full(h: &HeadShape) -> AttnOptions {
+        AttnOptions { scale: 1.0 / (h.head_dim as f32).sqrt(), window: None }
+    }
+}
+
+pub fn head_defs(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, wg_threads: u32) -> Defs {
     let d = Defs::new()
         .u32("HD", h.head_dim)
         .u32("HQ", h.n_heads)
         .u32("HKV", h.n_kv_heads)
-        .f32("SCALE", 1.0 / (h.head_dim as f32).sqrt())
+        .f32("SCALE", opts.scale)
+        .u32("WINDOW", opts.window.unwrap_or(0))
         .u32("WG_THREADS", wg_threads);
     plan.defs(d)
 }
@@ -62,10 +80,12 @@ pub struct Attention {
     flash: AttentionFlash,
     threshold: u32,
     n_heads: u32,
+    window: Option<u32>,
 }
 
 impl Attention {
-    pub fn new(gpu: &Gpu, h: &HeadShape, threshold: u32, b: &AttnBuffers) -> Result<Attention> {
+    pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, threshold: u32, b: &AttnBuffers) -> Result<Attention> {
+        anyhow::ensure!(opts.window != Some(0), "an attention window must hold at least one position");
         anyhow::ensure!(
             (1..=MAX_THRESHOLD).contains(&threshold),
             "--attn-threshold {threshold} must be in 1..={MAX_THRESHOLD}"
@@ -90,10 +110,11 @@ impl Attention {
             gpu.caps.max_workgroup_storage
         );
         Ok(Attention {
-            plain: AttentionPlain::new(gpu, h, threshold, b)?,
-            flash: AttentionFlash::new(gpu, h, b)?,
+            plain: AttentionPlain::new(gpu, h, opts, threshold, b)?,
+            flash: AttentionFlash::new(gpu, h, opts, b)?,
             threshold,
             n_heads: h.n_heads,
+            window: opts.window,
         })
     }
 
@@ -106,8 +127,10 @@ impl Attention {
         }
     }
 
-    /// `rows` tokens, the one seeing the most positions `context` of them.
+    /// `rows` tokens, the one seeing the most positions `context` of them (a window sees
+    /// fewer: a decode step splits only what it reads).
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32, context: u32) {
+        let context = self.window.map_or(context, |w| context.min(w));
         match kind {
             AttnKind::Plain => self.plain.record(pass, self.n_heads, rows),
             AttnKind::Flash => self.flash.record(pass, rows, context),

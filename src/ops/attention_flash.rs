@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, AttnBuffers};
+use super::attention::{head_defs, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -13,9 +13,9 @@ pub const WG_THREADS: u32 = 256;
 /// A decode step's positions are spread over at most this many workgroups per head.
 pub const MAX_SPLITS: u32 = 32;
 
-pub fn source(h: &HeadShape, plan: &PlanLayout) -> String {
+pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout) -> String {
     // One lane per score: a tile is one position per thread.
-    let defs = head_defs(h, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
+    let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
     assemble("attention_flash", &defs, &["lib/reduce", "lib/score_sum_one", "lib/attention_combine"])
 }
 
@@ -25,8 +25,8 @@ pub struct AttentionFlash {
 }
 
 impl AttentionFlash {
-    pub fn new(gpu: &Gpu, h: &HeadShape, b: &AttnBuffers) -> Result<AttentionFlash> {
-        let k = Kernel::get(gpu, "attention_flash", source(h, &b.plan.layout))?;
+    pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, b: &AttnBuffers) -> Result<AttentionFlash> {
+        let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout))?;
         // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
         // zeroed at creation and re-zeroed by the last split of each step.
         let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, AttnBuffers};
+use super::attention::{head_defs, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -30,11 +30,11 @@ pub fn score_lanes(caps: &Caps, head_dim: u32) -> u32 {
 
 /// `max_len`: the longest context this kernel is asked to serve (the router's threshold);
 /// `score_lanes` from [`score_lanes`].
-pub fn source(h: &HeadShape, plan: &PlanLayout, max_len: u32, score_lanes: u32) -> String {
+pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32, score_lanes: u32) -> String {
     let sum = if score_lanes > 1 { "lib/score_sum_shuffle" } else { "lib/score_sum_one" };
     assemble(
         "attention_plain",
-        &head_defs(h, plan, WG_THREADS).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", score_lanes),
+        &head_defs(h, opts, plan, WG_THREADS).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", score_lanes),
         &["lib/reduce", sum, "lib/attention_combine"],
     )
 }
@@ -42,8 +42,8 @@ pub fn source(h: &HeadShape, plan: &PlanLayout, max_len: u32, score_lanes: u32) 
 pub struct AttentionPlain(Bound);
 
 impl AttentionPlain {
-    pub fn new(gpu: &Gpu, h: &HeadShape, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
-        let source = source(h, &b.plan.layout, max_len, score_lanes(&gpu.caps, h.head_dim));
+    pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
+        let source = source(h, opts, &b.plan.layout, max_len, score_lanes(&gpu.caps, h.head_dim));
         let k = Kernel::get(gpu, "attention_plain", source)?;
         Ok(AttentionPlain(k.bind(gpu, &b.list())))
     }

@@ -8,9 +8,16 @@ use crate::gpu::{Bound, Gpu, Kernel};
 
 const WG_THREADS: u32 = 256;
 
-pub fn source(lib_weight: &str, d: u32, row_lo: u32, row_hi: u32) -> String {
-    let defs = Defs::new().u32("D", d).u32("ROW_LO", row_lo).u32("ROW_HI", row_hi).u32("WG_THREADS", WG_THREADS);
-    assemble("embedding", &defs, &[lib_weight])
+/// `weight_libs`: the table's `WeightType::libs`; `scale` multiplies every row (Gemma's
+/// sqrt(hidden); 1 for the others).
+pub fn source(weight_libs: &[&str], d: u32, row_lo: u32, row_hi: u32, scale: f32) -> String {
+    let defs = Defs::new()
+        .u32("D", d)
+        .u32("ROW_LO", row_lo)
+        .u32("ROW_HI", row_hi)
+        .u32("WG_THREADS", WG_THREADS)
+        .f32("SCALE", scale);
+    assemble("embedding", &defs, weight_libs)
 }
 
 pub struct Embedding {
@@ -25,12 +32,14 @@ impl Embedding {
         step: &wgpu::Buffer,
         ids: &wgpu::Buffer,
         x: &wgpu::Buffer,
+        scale: f32,
     ) -> Result<Embedding> {
         let parts = table
             .parts
             .iter()
             .map(|p| {
-                let k = Kernel::get(gpu, "embedding", source(table.ty.lib(), table.cols, p.row_lo, p.row_lo + p.rows))?;
+                let source = source(p.ty.libs(), table.cols, p.row_lo, p.row_lo + p.rows, scale);
+                let k = Kernel::get(gpu, "embedding", source)?;
                 Ok(k.bind(gpu, &[step, ids, &p.buffer, x]))
             })
             .collect::<Result<_>>()?;

@@ -1,6 +1,6 @@
 //! The core shared by every kernel that multiplies activations by a weight (matmul, qkv_rope,
-//! swiglu): two GEMV variants for decode (one row; up to GEMV_MAX_ROWS rows, each weight read
-//! once for all of them) and a prefill variant (the tensor-core core where the adapter has
+//! swiglu): GEMV variants for decode (one row; 2, 4 or 8 rows, each weight read once for all
+//! of them) and a prefill variant (the tensor-core core where the adapter has
 //! cooperative matrices, else the tiled core), chosen per step by row count (`Core::for_rows`).
 //! The kernels differ only in what they do with each output pair.
 
@@ -8,7 +8,8 @@ use anyhow::Result;
 
 use super::input_f16::InputF16;
 use super::tune::{self, GemvTable};
-use super::{grid, groups, WeightType};
+use super::weight::WeightPart;
+use super::{grid, groups, Weight, WeightType};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
@@ -64,16 +65,18 @@ impl GemvShape {
         GemvShape { lanes, rows: 1, threads: 256 }
     }
 
-    /// The default for the batched core (2 to GEMV_MAX_ROWS rows), from the H200 sweep in
-    /// docs/PERF.md: two outputs per lane group, lane groups of 32 for many outputs, 128 for a
-    /// long k, else 64.
-    pub fn heuristic_batch(k: u32, n: u32) -> GemvShape {
-        let lanes = match () {
-            _ if n >= 8192 => 32,
-            _ if k >= 4096 => 128,
-            _ => 64,
+    /// The default for the batched core's variant built for `rows` rows, from H200 runs in
+    /// docs/PERF.md: lane groups of 32 for many outputs (four outputs each at 4 rows), 256 or
+    /// 128 for a long k, else 128 up to 4 rows and 64 at 8. (`bench kernels --sweep` preferred
+    /// 32-lane groups at 8 rows, but whole batched steps ran 8% slower with them.)
+    pub fn heuristic_batch(k: u32, n: u32, rows: u32) -> GemvShape {
+        let (lanes, outputs) = match () {
+            _ if n >= 8192 => (32, if rows == 4 { 4 } else { 2 }),
+            _ if k >= 4096 => (if rows <= 4 { 256 } else { 128 }, 2),
+            _ if rows >= 8 => (64, 2),
+            _ => (128, 2),
         };
-        GemvShape { lanes, rows: 2, threads: 256 }
+        GemvShape { lanes, rows: outputs, threads: 256 }
     }
 
     /// Outputs per workgroup.
@@ -107,14 +110,22 @@ impl std::fmt::Display for GemvShape {
 /// of them (llama.cpp's vector kernels also stop at 8 rows); more use the prefill core.
 pub const GEMV_MAX_ROWS: u32 = 8;
 
+/// The rows each variant of the batched GEMV core is built for; a step runs the smallest that
+/// holds its rows. A variant handles every one of its rows without a condition on the step's
+/// count (rows past it repeat the last row, and are never stored), so the loads of all rows
+/// issue together: on the H200 a 2-row step of the 2-row variant took 26 us per layer against 37
+/// in the 8-row core with per-row conditions (docs/PERF.md).
+pub const GEMV_BATCH_ROWS: [u32; 3] = [2, 4, GEMV_MAX_ROWS];
+
 /// Which core of a linear kernel runs a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Core {
     /// The GEMV core built for one row (a single sequence's decode): it never reads the row
     /// count, nor keeps sums for rows that do not exist.
     Gemv,
-    /// The GEMV core built for GEMV_MAX_ROWS rows: 2 to GEMV_MAX_ROWS rows (batched decode).
-    GemvBatch,
+    /// The GEMV core built for this many rows (one of GEMV_BATCH_ROWS): steps of 2 to that many
+    /// rows (batched decode).
+    GemvBatch(u32),
     /// The tensor-core or tiled core: more rows (prefill, large batches).
     Prefill,
     /// The tensor-core core with narrower tiles and k split over more subgroups: more
@@ -134,8 +145,7 @@ impl Core {
     pub fn for_rows(rows: u32) -> Core {
         match rows {
             0 | 1 => Core::Gemv,
-            r if r <= GEMV_MAX_ROWS => Core::GemvBatch,
-            _ => Core::Prefill,
+            r => GEMV_BATCH_ROWS.into_iter().find(|&b| r <= b).map_or(Core::Prefill, Core::GemvBatch),
         }
     }
 }
@@ -237,8 +247,8 @@ impl LinearConfig {
 
     /// The batched GEMV core's shape for a `[n, k]` weight: the forced one, else the heuristic's
     /// (`wginfer tune` measures the one-row core only).
-    pub fn gemv_batch_shape(&self, k: u32, n: u32) -> GemvShape {
-        self.gemv.unwrap_or_else(|| GemvShape::heuristic_batch(k, n))
+    pub fn gemv_batch_shape(&self, k: u32, n: u32, rows: u32) -> GemvShape {
+        self.gemv.unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
     }
 
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
@@ -253,7 +263,8 @@ impl LinearConfig {
 /// The compiled variants of one linear kernel for one weight shape, one per `Core`.
 pub struct LinearKernels {
     pub gemv: Kernel,
-    pub gemv_batch: Kernel,
+    /// One per GEMV_BATCH_ROWS entry, in its order.
+    pub gemv_batch: Vec<Kernel>,
     pub prefill: Kernel,
     pub split: Option<Kernel>,
     /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
@@ -262,8 +273,8 @@ pub struct LinearKernels {
     n: u32,
     /// (rows, columns) of one workgroup's output tile in the tiled variant.
     tile: (u32, u32),
-    /// Outputs per workgroup of the one-row and the batched GEMV cores.
-    gemv_rows: (u32, u32),
+    /// Outputs per workgroup of the one-row GEMV core, and of each batched variant.
+    gemv_rows: (u32, Vec<u32>),
 }
 
 /// An RMSNorm fused into a linear kernel's input: its weight (f32, one per input column).
@@ -376,11 +387,13 @@ pub fn sources(
     };
     let (lanes, one_defs) = gemv_defs(g);
     let one = assemble(name, &one_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat());
-    let (lanes, batch_defs) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n));
-    let batch_defs = batch_defs.u32("GEMV_ROWS", GEMV_MAX_ROWS);
-    let batch = assemble(name, &batch_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat());
+    let batch = GEMV_BATCH_ROWS.map(|rows| {
+        let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
+        let d = d.u32("GEMV_ROWS", rows);
+        (Core::GemvBatch(rows), assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat()))
+    });
     let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, COOP_SPLIT)));
-    [(Core::Gemv, one), (Core::GemvBatch, batch), (Core::Prefill, tiled)].into_iter().chain(split).collect()
+    [(Core::Gemv, one), (Core::Prefill, tiled)].into_iter().chain(batch).chain(split).collect()
 }
 
 impl LinearKernels {
@@ -401,15 +414,18 @@ impl LinearKernels {
             kernels.push((core, Kernel::get(gpu, name, source)?));
         }
         let mut take = |core: Core| kernels.iter().position(|(c, _)| *c == core).map(|i| kernels.remove(i).1);
-        let (gemv, gemv_batch, prefill, split) =
-            (take(Core::Gemv), take(Core::GemvBatch), take(Core::Prefill), take(Core::Split));
-        let (gemv, gemv_batch, prefill) =
-            (gemv.expect("always built"), gemv_batch.expect("always built"), prefill.expect("always built"));
+        let (gemv, prefill, split) = (take(Core::Gemv), take(Core::Prefill), take(Core::Split));
+        let gemv_batch = GEMV_BATCH_ROWS.iter().map(|&r| take(Core::GemvBatch(r)).expect("always built")).collect();
+        let (gemv, prefill) = (gemv.expect("always built"), prefill.expect("always built"));
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
         let tile = cfg.prefill_tile(weight, shape);
-        let batch_shape = cfg.gemv_batch_shape(shape.k, shape.n);
-        batch_shape.check()?;
-        let gemv_rows = (gemv_shape.workgroup_rows(), batch_shape.workgroup_rows());
+        let mut batch_rows = Vec::new();
+        for rows in GEMV_BATCH_ROWS {
+            let batch_shape = cfg.gemv_batch_shape(shape.k, shape.n, rows);
+            batch_shape.check()?;
+            batch_rows.push(batch_shape.workgroup_rows());
+        }
+        let gemv_rows = (gemv_shape.workgroup_rows(), batch_rows);
         Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, k: shape.k, n: shape.n, tile, gemv_rows })
     }
 
@@ -426,7 +442,7 @@ impl LinearKernels {
     fn workgroups(&self, core: Core, rows: u32) -> [u32; 3] {
         match core {
             Core::Gemv => grid(groups(self.n, self.gemv_rows.0)),
-            Core::GemvBatch => grid(groups(self.n, self.gemv_rows.1)),
+            Core::GemvBatch(built) => grid(groups(self.n, self.gemv_rows.1[batch_variant(built, rows)])),
             Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
             Core::Split => {
                 let (tm, tn) = COOP_SPLIT.tile();
@@ -436,11 +452,18 @@ impl LinearKernels {
     }
 }
 
+/// Which of the GEMV_BATCH_ROWS variants runs a `Core::GemvBatch(built)` on `rows` rows: the
+/// one it names, or a larger one where the rows do not fit (the largest at most).
+fn batch_variant(built: u32, rows: u32) -> usize {
+    GEMV_BATCH_ROWS.iter().position(|&b| b >= built.max(rows)).unwrap_or(GEMV_BATCH_ROWS.len() - 1)
+}
+
 /// A linear kernel with its buffers bound in every variant.
 pub struct BoundLinear {
     kernels: LinearKernels,
     gemv: Bound,
-    gemv_batch: Bound,
+    /// One per GEMV_BATCH_ROWS entry, in its order.
+    gemv_batch: Vec<Bound>,
     prefill: Bound,
     split: Option<Bound>,
     /// Writes the f16 input rows the tensor-core prefill variant reads.
@@ -462,7 +485,7 @@ impl BoundLinear {
             buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).collect();
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
         let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
-        let gemv_batch = kernels.gemv_batch.bind_at(gpu, &with_norm);
+        let gemv_batch = kernels.gemv_batch.iter().map(|k| k.bind_at(gpu, &with_norm)).collect();
         let (prefill, split, input_f16) = match kernels.coop {
             false => (kernels.prefill.bind_at(gpu, &with_norm), None, None),
             true => {
@@ -496,7 +519,7 @@ impl BoundLinear {
         let wg = self.kernels.workgroups(core, rows);
         match core {
             Core::Gemv => self.gemv.record(pass, wg),
-            Core::GemvBatch => self.gemv_batch.record(pass, wg),
+            Core::GemvBatch(built) => self.gemv_batch[batch_variant(built, rows)].record(pass, wg),
             Core::Prefill | Core::Split => {
                 if let Some(input) = &self.input_f16 {
                     input.record(pass, rows);
@@ -507,6 +530,57 @@ impl BoundLinear {
                 };
                 bound.record(pass, wg);
             }
+        }
+    }
+}
+
+/// The buffers of a linear kernel over a weight: `step` at binding 0, `x` at 1, the weight part
+/// at 2, `rest` at 3, 4, ...; `norm` (the input's RMSNorm) at 15.
+pub struct LinearIo<'a> {
+    pub step: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub rest: Vec<&'a wgpu::Buffer>,
+    pub norm: Option<InputNorm<'a>>,
+}
+
+/// A linear kernel over every part of a weight: one `BoundLinear` per part, each compiled for
+/// its part's type and rows, recorded in row order. A weight of one part is one dispatch per op;
+/// each further part (a row range of another type, or past the binding limit) adds one. The f16
+/// input rows the tensor-core core reads (one scratch every linear kernel shares) are written
+/// once, before the first part that reads them.
+pub struct LinearParts(Vec<BoundLinear>);
+
+impl LinearParts {
+    /// `name` over the parts of `w`; `defs(part)` gives each part's kernel constants (or why the
+    /// kernel cannot take that part).
+    pub fn new(
+        gpu: &Gpu,
+        cfg: &LinearConfig,
+        name: &'static str,
+        w: &Weight,
+        rows: Rows,
+        io: &LinearIo,
+        defs: impl Fn(&WeightPart) -> Result<Defs>,
+    ) -> Result<LinearParts> {
+        let mut input_written = false;
+        let mut parts = Vec::with_capacity(w.parts.len());
+        for p in &w.parts {
+            let shape = LinearShape { k: w.cols, n: p.rows, rows, norm_eps: io.norm.map(|n| n.eps) };
+            let kernels = LinearKernels::new(gpu, name, &defs(p)?, p.ty, &shape, cfg)?;
+            let buffers: Vec<&wgpu::Buffer> =
+                [io.step, io.x, &p.buffer].into_iter().chain(io.rest.iter().copied()).collect();
+            let mut bound = BoundLinear::new(gpu, kernels, &buffers, io.norm)?;
+            if bound.input_f16.is_some() && std::mem::replace(&mut input_written, true) {
+                bound.input_f16 = None;
+            }
+            parts.push(bound);
+        }
+        Ok(LinearParts(parts))
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        for p in &self.0 {
+            p.record(pass, rows);
         }
     }
 }

@@ -3,14 +3,12 @@
 
 use anyhow::Result;
 
-use super::linear::{BoundLinear, LinearConfig, LinearKernels, LinearShape, Rows};
+use super::linear::{LinearConfig, LinearIo, LinearParts, Rows};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
 
-pub struct Matmul {
-    parts: Vec<BoundLinear>,
-}
+pub struct Matmul(LinearParts);
 
 /// Kernel-specific constants for one part of a weight with `n_total` rows starting at `row_lo`.
 pub fn defs(accumulate: bool, n_total: u32, row_lo: u32) -> Defs {
@@ -30,21 +28,12 @@ impl Matmul {
         accumulate: bool,
         rows: Rows,
     ) -> Result<Matmul> {
-        let parts = w
-            .parts
-            .iter()
-            .map(|p| {
-                let shape = LinearShape { k: w.cols, n: p.rows, rows, norm_eps: None };
-                let k = LinearKernels::new(gpu, "matmul", &defs(accumulate, w.rows, p.row_lo), w.ty, &shape, cfg)?;
-                BoundLinear::new(gpu, k, &[step, x, &p.buffer, y], None)
-            })
-            .collect::<Result<_>>()?;
-        Ok(Matmul { parts })
+        let io = LinearIo { step, x, rest: vec![y], norm: None };
+        let parts = LinearParts::new(gpu, cfg, "matmul", w, rows, &io, |p| Ok(defs(accumulate, w.rows, p.row_lo)))?;
+        Ok(Matmul(parts))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
-        for p in &self.parts {
-            p.record(pass, rows);
-        }
+        self.0.record(pass, rows);
     }
 }

@@ -12,6 +12,7 @@ pub mod matmul;
 pub mod plan;
 pub mod probe_launch;
 pub mod probe_read;
+pub mod qk_norm;
 pub mod qkv_rope;
 pub mod rmsnorm;
 pub mod sample;

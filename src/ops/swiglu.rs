@@ -1,17 +1,65 @@
 //! `shaders/swiglu.wgsl`: gate and up projections in one pass, then SwiGLU.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
-use super::linear::{BoundLinear, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows};
+use super::linear::{InputNorm, LinearConfig, LinearIo, LinearParts, Rows};
+use super::weight::WeightPart;
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
+use crate::model::config::Activation;
 
-pub struct SwiGlu(BoundLinear);
+/// Which rows of the fused gate/up weight a part holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateUpRows {
+    /// Gate and up interleaved (row 2i = gate i, 2i+1 = up i): SwiGLU in the epilogue.
+    Interleaved,
+    /// Gate rows only, stored to h as they are for the up part's dispatch that follows.
+    Gate,
+    /// Up rows only: h = act(h) * up (the gate's activation of what the gate part stored).
+    Up,
+}
+
+/// Constants of the kernel for a part of the fused weight starting at row `row_lo`, for
+/// `intermediate` outputs per row, with the gate's `activation`.
+pub fn defs(intermediate: u32, rows: GateUpRows, row_lo: u32, activation: Activation) -> Defs {
+    Defs::new()
+        .u32("INTER", intermediate)
+        .u32("ROW_LO", row_lo)
+        .bool("GATE_ROWS", rows != GateUpRows::Up)
+        .bool("UP_ROWS", rows != GateUpRows::Gate)
+        .bool("GELU_TANH", activation == Activation::GeluTanh)
+}
+
+/// Whether the fused weight interleaves gate and up rows: when they share a type. Gate and up
+/// of different types (llama.cpp's *_M files) are stacked [Wgate; Wup], each part in its own
+/// type, and the up part's dispatch finishes what the gate part's stored.
+pub fn interleaves(w: &Weight) -> bool {
+    w.single_type().is_some()
+}
+
+/// What `part` of `w` holds (see `interleaves`), or why the kernel cannot take it.
+fn part_rows(w: &Weight, part: &WeightPart) -> Result<GateUpRows> {
+    let inter = w.rows / 2;
+    let (lo, hi) = (part.row_lo, part.row_lo + part.rows);
+    let rows = match interleaves(w) {
+        true => GateUpRows::Interleaved,
+        false if hi <= inter => GateUpRows::Gate,
+        false if lo >= inter => GateUpRows::Up,
+        false => bail!("weight {}: rows {lo}..{hi} hold both gate and up rows of different types", w.name),
+    };
+    if lo % 2 == 1 || part.rows % 2 == 1 {
+        bail!("weight {}: rows {lo}..{hi} split a pair of gate/up outputs", w.name);
+    }
+    Ok(rows)
+}
+
+pub struct SwiGlu(LinearParts);
 
 impl SwiGlu {
-    /// `w` interleaves gate and up rows (row 2i = gate i, 2i+1 = up i); h gets w.rows / 2 columns.
-    /// With `norm`, x is RMS-normalized on load (the MLP norm fused in).
+    /// `w` holds the gate and up rows (see `interleaves`); h gets w.rows / 2 columns.
+    /// With `norm`, x is RMS-normalized on load (the MLP norm fused in); `activation` is the
+    /// gate's (SwiGLU, or GeGLU for Gemma).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &Gpu,
@@ -21,11 +69,13 @@ impl SwiGlu {
         x: &wgpu::Buffer,
         h: &wgpu::Buffer,
         norm: Option<InputNorm>,
+        activation: Activation,
     ) -> Result<SwiGlu> {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
-        let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: norm.map(|n| n.eps) };
-        let k = LinearKernels::new(gpu, "swiglu", &Defs::new(), w.ty, &shape, cfg)?;
-        Ok(SwiGlu(BoundLinear::new(gpu, k, &[step, x, w.single()?, h], norm)?))
+        let io = LinearIo { step, x, rest: vec![h], norm };
+        let part_defs = |p: &WeightPart| Ok(defs(w.rows / 2, part_rows(w, p)?, p.row_lo, activation));
+        let parts = LinearParts::new(gpu, cfg, "swiglu", w, Rows::Tokens, &io, part_defs)?;
+        Ok(SwiGlu(parts))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
@@ -34,7 +84,7 @@ impl SwiGlu {
 }
 
 /// Row order of the fused weight as indices into the stacked rows [Wgate; Wup]: gate and up
-/// rows interleaved.
+/// rows interleaved (for gate and up of one type; see `interleaves`).
 pub fn interleaved_row_order(intermediate: usize) -> Vec<usize> {
     (0..2 * intermediate).map(|r| if r % 2 == 0 { r / 2 } else { intermediate + r / 2 }).collect()
 }

@@ -1,6 +1,7 @@
-//! Weights on the GPU. The storage type is a property of each weight; kernels read any type
-//! through `w_load4` / `w_load8` from `shaders/lib/weight_<type>.wgsl`. A weight larger than one storage
-//! binding is split by rows into parts, never truncated.
+//! Weights on the GPU. The storage type is a property of each weight's row ranges (its parts);
+//! kernels read any type through `w_load4` / `w_load8` from `shaders/lib/weight_<type>.wgsl`, one
+//! variant per part. A weight larger than one storage binding is split by rows into parts, never
+//! truncated.
 
 use anyhow::{bail, Context, Result};
 
@@ -19,9 +20,33 @@ pub enum WeightType {
     Q5_0,
     Q4_K,
     Q6_K,
+    Q5_1,
+    Q5_K,
+    Q3_K,
+    Q2_K,
+    IQ4_NL,
+    IQ4_XS,
 }
 
 impl WeightType {
+    /// Every type (benchmarks, tests, the tune cache's types).
+    pub const ALL: [WeightType; 14] = [
+        WeightType::F32,
+        WeightType::F16,
+        WeightType::Q8_0,
+        WeightType::Q4_0,
+        WeightType::Q4_1,
+        WeightType::Q5_0,
+        WeightType::Q4_K,
+        WeightType::Q6_K,
+        WeightType::Q5_1,
+        WeightType::Q5_K,
+        WeightType::Q3_K,
+        WeightType::Q2_K,
+        WeightType::IQ4_NL,
+        WeightType::IQ4_XS,
+    ];
+
     /// (values per block, bytes per block as ggml stores it); plain types are blocks of one value.
     pub fn ggml_block(self) -> (usize, usize) {
         match self {
@@ -33,6 +58,12 @@ impl WeightType {
             WeightType::Q5_0 => (32, 22),
             WeightType::Q4_K => (256, 144),
             WeightType::Q6_K => (256, 210),
+            WeightType::Q5_1 => (32, 24),
+            WeightType::Q5_K => (256, 176),
+            WeightType::Q3_K => (256, 110),
+            WeightType::Q2_K => (256, 84),
+            WeightType::IQ4_NL => (32, 18),
+            WeightType::IQ4_XS => (256, 136),
         }
     }
 
@@ -55,8 +86,10 @@ impl WeightType {
         cols.is_multiple_of(per).then(|| cols / per * size)
     }
 
-    /// The shader pieces that define `WElem`, `w_load4` and `w_load8` for this type (f16 loads
-    /// eight values at once; the others pair two loads of four).
+    /// The shader pieces that define `WElem`, `w_load4` and `w_load8` for this type, its own
+    /// `lib/weight_<name>` first, then pieces shared between types. f16 loads eight values at
+    /// once; `lib/weight_affine` types read a group's scale once for eight; the others pair two
+    /// loads of four (`lib/weight_load8`).
     pub fn libs(self) -> &'static [&'static str] {
         match self {
             WeightType::F32 => &["lib/weight_f32", "lib/weight_load8"],
@@ -65,32 +98,43 @@ impl WeightType {
             WeightType::Q4_0 => &["lib/weight_q4_0", "lib/weight_load8"],
             WeightType::Q4_1 => &["lib/weight_q4_1", "lib/weight_load8"],
             WeightType::Q5_0 => &["lib/weight_q5_0", "lib/weight_load8"],
-            WeightType::Q4_K => &["lib/weight_q4_k", "lib/weight_load8"],
+            WeightType::Q4_K => &["lib/weight_q4_k", "lib/weight_k4_scales", "lib/weight_load8"],
             WeightType::Q6_K => &["lib/weight_q6_k", "lib/weight_load8"],
+            WeightType::Q5_1 => &["lib/weight_q5_1", "lib/weight_affine"],
+            WeightType::Q5_K => &["lib/weight_q5_k", "lib/weight_k4_scales", "lib/weight_affine"],
+            WeightType::Q3_K => &["lib/weight_q3_k", "lib/weight_affine"],
+            WeightType::Q2_K => &["lib/weight_q2_k", "lib/weight_affine"],
+            WeightType::IQ4_NL => &["lib/weight_iq4_nl", "lib/weight_iq4_values", "lib/weight_affine"],
+            WeightType::IQ4_XS => &["lib/weight_iq4_xs", "lib/weight_iq4_values", "lib/weight_affine"],
         }
     }
 
-    /// The shader piece that defines `WElem` and `w_load4` for this type.
-    pub fn lib(self) -> &'static str {
-        self.libs()[0]
-    }
-
     pub fn name(self) -> &'static str {
-        &self.lib()["lib/weight_".len()..]
+        &self.libs()[0]["lib/weight_".len()..]
     }
 }
 
-/// Rows `row_lo .. row_lo + rows` of a weight, in one buffer.
+/// Rows `row_lo .. row_lo + rows` of a weight, in one buffer, all of one type.
 pub struct WeightPart {
     pub buffer: wgpu::Buffer,
+    pub ty: WeightType,
     pub row_lo: u32,
     pub rows: u32,
 }
 
-/// A row-major matrix `[rows, cols]` (a linear layer's W[out, in], or an embedding table).
+/// Consecutive rows of one type, in that type's byte layout: what `Weight::upload_pieces` takes.
+pub struct WeightPiece {
+    pub ty: WeightType,
+    pub rows: usize,
+    pub data: Vec<u8>,
+}
+
+/// A row-major matrix `[rows, cols]` (a linear layer's W[out, in], or an embedding table), as
+/// row ranges (`parts`), each in its own storage type: a fused projection whose source tensors
+/// differ in type (llama.cpp's *_M files) keeps every piece as the file stores it, and a weight
+/// larger than one storage binding is split by rows.
 pub struct Weight {
     pub name: String,
-    pub ty: WeightType,
     pub rows: u32,
     pub cols: u32,
     pub parts: Vec<WeightPart>,
@@ -100,47 +144,76 @@ impl Weight {
     /// Uploads `data` (row-major, already in `ty`'s byte layout), split into parts that each fit
     /// one storage binding.
     pub fn upload(gpu: &Gpu, name: &str, ty: WeightType, rows: usize, cols: usize, data: &[u8]) -> Result<Weight> {
-        let row_bytes = ty
-            .row_bytes(cols)
-            .with_context(|| format!("weight {name}: {cols} columns are not whole {} blocks", ty.name()))?;
-        if data.len() != rows * row_bytes {
-            bail!(
-                "weight {name}: {} bytes for a [{rows}, {cols}] {} matrix (expected {})",
-                data.len(),
-                ty.name(),
-                rows * row_bytes
-            );
-        }
-        if !cols.is_multiple_of(4) {
-            bail!("weight {name}: {cols} columns; the kernels need a multiple of 4");
-        }
-        let rows_per_part = (gpu.caps.max_binding / row_bytes as u64).min(u64::from(u32::MAX)) as usize;
-        if rows_per_part == 0 {
-            bail!("weight {name}: one row ({row_bytes} bytes) is larger than this adapter's storage binding limit");
-        }
-        let mut parts = Vec::new();
-        let mut lo = 0;
-        while lo < rows {
-            let n = rows_per_part.min(rows - lo);
-            let buffer = gpu.storage_from(name, &data[lo * row_bytes..(lo + n) * row_bytes])?;
-            parts.push(WeightPart { buffer, row_lo: lo as u32, rows: n as u32 });
-            lo += n;
-        }
-        Ok(Weight { name: name.to_string(), ty, rows: rows as u32, cols: cols as u32, parts })
+        Self::upload_pieces(gpu, name, cols, vec![WeightPiece { ty, rows, data: data.to_vec() }])
     }
 
-    /// The single buffer of a weight that must not be split (fused projections).
-    pub fn single(&self) -> Result<&wgpu::Buffer> {
+    /// Uploads row ranges of possibly different types, in order, each split into parts that fit
+    /// one storage binding (each piece is at least one part: the caller merges adjacent pieces
+    /// of one type, as the loader does, or each costs a dispatch).
+    pub fn upload_pieces(gpu: &Gpu, name: &str, cols: usize, pieces: Vec<WeightPiece>) -> Result<Weight> {
+        let mut parts = Vec::new();
+        let mut row_lo = 0;
+        for piece in &pieces {
+            parts.extend(upload_piece(gpu, name, cols, row_lo, piece)?);
+            row_lo += piece.rows;
+        }
+        Ok(Weight { name: name.to_string(), rows: row_lo as u32, cols: cols as u32, parts })
+    }
+
+    /// The only part of a weight that is one part (benchmarks and tests of one kernel).
+    pub fn single(&self) -> Result<&WeightPart> {
         match self.parts.as_slice() {
-            [p] => Ok(&p.buffer),
+            [p] => Ok(p),
             _ => bail!("weight {} needs {} storage bindings; this kernel takes one", self.name, self.parts.len()),
         }
     }
 
+    /// The type of every part, if they share one.
+    pub fn single_type(&self) -> Option<WeightType> {
+        let first = self.parts.first()?.ty;
+        self.parts.iter().all(|p| p.ty == first).then_some(first)
+    }
+
     /// Bytes this weight takes on the GPU.
     pub fn gpu_bytes(&self) -> u64 {
-        u64::from(self.rows) * self.ty.row_bytes(self.cols as usize).unwrap_or(0) as u64
+        let part = |p: &WeightPart| u64::from(p.rows) * p.ty.row_bytes(self.cols as usize).unwrap_or(0) as u64;
+        self.parts.iter().map(part).sum()
     }
+}
+
+/// The parts of one piece starting at row `row_lo` of weight `name`: as many rows as fit one
+/// storage binding each, an even number where more than one fits (so the fused kernels' row
+/// pairs never straddle two parts).
+fn upload_piece(gpu: &Gpu, name: &str, cols: usize, row_lo: usize, piece: &WeightPiece) -> Result<Vec<WeightPart>> {
+    let (ty, rows, data) = (piece.ty, piece.rows, &piece.data);
+    let row_bytes = ty
+        .row_bytes(cols)
+        .with_context(|| format!("weight {name}: {cols} columns are not whole {} blocks", ty.name()))?;
+    if data.len() != rows * row_bytes {
+        bail!(
+            "weight {name}: {} bytes for {rows} rows of {cols} {} values (expected {})",
+            data.len(),
+            ty.name(),
+            rows * row_bytes
+        );
+    }
+    if !cols.is_multiple_of(4) {
+        bail!("weight {name}: {cols} columns; the kernels need a multiple of 4");
+    }
+    let fit = (gpu.caps.max_binding / row_bytes as u64).min(u64::from(u32::MAX)) as usize;
+    let rows_per_part = if fit > 1 { fit & !1 } else { fit };
+    if rows_per_part == 0 {
+        bail!("weight {name}: one row ({row_bytes} bytes) is larger than this adapter's storage binding limit");
+    }
+    let mut parts = Vec::new();
+    let mut lo = 0;
+    while lo < rows {
+        let n = rows_per_part.min(rows - lo);
+        let buffer = gpu.storage_from(name, &data[lo * row_bytes..(lo + n) * row_bytes])?;
+        parts.push(WeightPart { buffer, ty, row_lo: (row_lo + lo) as u32, rows: n as u32 });
+        lo += n;
+    }
+    Ok(parts)
 }
 
 /// Rows of `stacked` (row-major, `row_bytes` per row) in the order `order`.

@@ -1,19 +1,28 @@
 use super::common::*;
-use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind};
+use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions};
 use wginfer::ops::qkv_rope::HeadShape;
 
-/// Attention of every row of `seqs` (in order) over its own sequence's positions lo..=pos,
-/// keys and values found where `TestSeq::slot` puts them.
-fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], h: &HeadShape, seqs: &[TestSeq], block: usize) -> Vec<f32> {
+/// Attention of every row of `seqs` (in order) over its own sequence's positions lo..=pos (the
+/// last `opts.window` of them at most), keys and values found where `TestSeq::slot` puts them.
+fn attention_ref(
+    q: &[f32],
+    kc: &[f32],
+    vc: &[f32],
+    h: &HeadShape,
+    opts: AttnOptions,
+    seqs: &[TestSeq],
+    block: usize,
+) -> Vec<f32> {
     let (hq, hkv, hd) = (h.n_heads as usize, h.n_kv_heads as usize, h.head_dim as usize);
-    let scale = 1.0 / (hd as f64).sqrt();
+    let scale = f64::from(opts.scale);
     let rows: Vec<(&TestSeq, usize)> = seqs.iter().flat_map(|s| (0..s.rows).map(move |t| (s, s.start + t))).collect();
     let mut o = vec![0.0f32; rows.len() * hq * hd];
     for (t, (s, pos)) in rows.into_iter().enumerate() {
         for head in 0..hq {
             let kvh = head / (hq / hkv);
             let qv = &q[(t * hq + head) * hd..][..hd];
-            let slots: Vec<usize> = (s.lo..=pos).map(|p| s.slot(p, block)).collect();
+            let lo = opts.window.map_or(s.lo, |w| s.lo.max((pos + 1).saturating_sub(w as usize)));
+            let slots: Vec<usize> = (lo..=pos).map(|p| s.slot(p, block)).collect();
             let scores: Vec<f64> = slots
                 .iter()
                 .map(|&slot| {
@@ -36,6 +45,10 @@ fn attention_ref(q: &[f32], kc: &[f32], vc: &[f32], h: &HeadShape, seqs: &[TestS
 /// Runs both kernels on one step made of `seqs` over a cache of `n_blocks` blocks of `block`
 /// positions, and compares each with the CPU.
 fn check(h: HeadShape, seqs: &[TestSeq], block: usize, n_blocks: usize) {
+    check_with(h, AttnOptions::full(&h), seqs, block, n_blocks);
+}
+
+fn check_with(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], block: usize, n_blocks: usize) {
     let gpu = gpu();
     let rows: usize = seqs.iter().map(|s| s.rows).sum();
     let (qn, kvn) = (h.q_dim() as usize, h.kv_dim() as usize);
@@ -44,16 +57,16 @@ fn check(h: HeadShape, seqs: &[TestSeq], block: usize, n_blocks: usize) {
     let vc = random(n_blocks * block * kvn, 32);
     let (qb, kb, vb, ob) = (upload(gpu, &q), upload(gpu, &kc), upload(gpu, &vc), zeros(gpu, rows * qn));
     let plan = test_plan(gpu, seqs, block, &[]);
-    let want = attention_ref(&q, &kc, &vc, &h, seqs, block);
+    let want = attention_ref(&q, &kc, &vc, &h, opts, seqs, block);
     let context = seqs.iter().map(|s| (s.start + s.rows - s.lo) as u32).max().unwrap();
     let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, o: &ob, plan: &plan };
-    let att = Attention::new(gpu, &h, context, &bufs).unwrap();
+    let att = Attention::new(gpu, &h, opts, context, &bufs).unwrap();
     assert_eq!(att.route(context), AttnKind::Plain);
     assert_eq!(att.route(context + 1), AttnKind::Flash);
     // Flash twice: a split decode step must leave its merge counters ready for the next.
     for kind in [AttnKind::Plain, AttnKind::Flash, AttnKind::Flash] {
         gpu.run_pass(|p| att.record(p, kind, rows as u32, context)).unwrap();
-        let label = format!("{kind:?} {h:?} {} sequences, block {block}", seqs.len());
+        let label = format!("{kind:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
         assert_close(&read(gpu, &ob, rows * qn), &want, 1e-4, &label);
     }
 }
@@ -113,4 +126,21 @@ fn ring_slots_of_several_sequences() {
         TestSeq { rows: 1, start: 63, lo: 0, blocks: vec![1] },
     ];
     check(h, &seqs, 64, 3);
+}
+
+/// A local layer (Gemma 3): each row sees the last 16 positions at most, scores scaled by its
+/// own factor; a prompt chunk crossing the window, a decode token far past it (the flash kernel
+/// split over what the window holds), a short prompt inside it, and a ring-wrapped slot whose
+/// oldest held position is newer than the window's start.
+#[test]
+fn local_layer_window_and_scale() {
+    let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 32 };
+    let opts = AttnOptions { scale: 0.2, window: Some(16) };
+    let seqs = [
+        TestSeq { rows: 20, start: 5, lo: 0, blocks: vec![0, 1] },
+        TestSeq { rows: 1, start: 700, lo: 0, blocks: (2..46).collect() },
+        TestSeq { rows: 7, start: 0, lo: 0, blocks: vec![46] },
+    ];
+    check_with(h, opts, &seqs, 16, 47);
+    check_with(h, opts, &[ring(3, 60, 50)], 50, 1);
 }

@@ -9,6 +9,7 @@ mod input_f16;
 mod matmul;
 mod probe_launch;
 mod probe_read;
+mod qk_norm;
 mod qkv_rope;
 mod rmsnorm;
 mod sample;

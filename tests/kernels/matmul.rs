@@ -4,7 +4,8 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::quant::to_gpu_layout;
 use wginfer::model::tensor::DType;
 use wginfer::ops::linear::{
-    BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS,
+    BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_BATCH_ROWS,
+    GEMV_MAX_ROWS,
 };
 use wginfer::ops::matmul::{self, Matmul};
 use wginfer::ops::{Step, Weight, WeightType};
@@ -80,7 +81,7 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
     let shape = LinearShape { k: k as u32, n: n as u32, rows: Rows::Tokens, norm_eps: norm.then_some(eps) };
     let kernels = LinearKernels::new(gpu, "matmul", &matmul::defs(true, n as u32, 0), ty, &shape, cfg).unwrap();
     let input_norm = norm.then_some(InputNorm { weight: &gb, eps });
-    let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, w.single().unwrap(), &yb], input_norm).unwrap();
+    let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, &w.single().unwrap().buffer, &yb], input_norm).unwrap();
     let input = if norm { rmsnorm_ref(&x, &gamma, eps) } else { x.clone() };
     let product = matmul_ref(&input, &w_host, max_rows, k, n);
     for rows in 1..=max_rows {
@@ -100,7 +101,8 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
 fn every_gemv_row_count_matches_cpu() {
     let mut cores: Vec<Core> = (1..=GEMV_MAX_ROWS + 1).map(Core::for_rows).collect();
     cores.dedup();
-    assert_eq!(cores, [Core::Gemv, Core::GemvBatch, Core::Prefill], "the row counts run every core");
+    let batch = GEMV_BATCH_ROWS.map(Core::GemvBatch);
+    assert_eq!(cores, [&[Core::Gemv][..], &batch, &[Core::Prefill]].concat(), "the row counts run every core");
     // One workgroup with a partial output pair and lanes past k; several workgroups with a
     // partial last chunk of k (Q8_0 needs whole blocks of 32). Every lane-group reduction with
     // f16 weights; the other types (w_load8 is all they change) with the adapter's.

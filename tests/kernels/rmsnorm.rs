@@ -14,6 +14,20 @@ fn rows_match_cpu() {
     assert_close(&read(gpu, &yb, rows * d), &rmsnorm_ref(&x, &g, 1e-6), 1e-5, "rmsnorm");
 }
 
+/// A post-norm (Gemma): each row's norm is added onto what y holds.
+#[test]
+fn rows_added_onto_y() {
+    let gpu = gpu();
+    let (rows, d) = (3, 96);
+    let (x, g, y0) = (random(rows * d, 14), random(d, 15), random(rows * d, 16));
+    let (xb, gb, yb) = (upload(gpu, &x), upload(gpu, &g), upload(gpu, &y0));
+    let bufs = NormBuffers { x: &xb, gamma: &gb, y: &yb };
+    let k = RmsNorm::new(gpu, d as u32, 1e-6, NormRows::AddAll, &bufs).unwrap();
+    gpu.run_pass(|p| k.record(p, rows as u32)).unwrap();
+    let want: Vec<f32> = rmsnorm_ref(&x, &g, 1e-6).iter().zip(&y0).map(|(n, y)| n + y).collect();
+    assert_close(&read(gpu, &yb, rows * d), &want, 1e-5, "rmsnorm added");
+}
+
 #[test]
 fn output_rows_are_gathered_in_plan_order() {
     // Rows 4, 0 and 2 of a 5-row step produce logits: y rows 0, 1, 2 are their norms.
