@@ -1,14 +1,15 @@
-// Weight storage: ggml Q5_0 blocks of 32 values, 6 words each: [d (f16) | pad], qh (bit j =
-// fifth bit of value j), then 16 bytes of low nibbles as Q4_0. value = d * (q - 16).
+// Weight storage: ggml Q5_0 blocks of 32 values, 22 bytes as stored (lib/weight_bytes): d (f16),
+// qh (4 bytes), then 16 bytes of low nibbles (lib/weight_q5_bits). value = d * (q - 16)
+// (lib/weight_affine).
 alias WElem = u32;
 
-fn w_load4(e: u32) -> vec4<f32> {
-    let b = (e / 32u) * 6u;
-    let d = unpack2x16float(w[b]).x;
+fn w_scale(e: u32) -> vec2<f32> {
+    let d = w_f16_at((e / 32u) * 22u);
+    return vec2<f32>(d, -16.0 * d);
+}
+
+fn w_quants(e: u32) -> vec4<f32> {
+    let o = (e / 32u) * 22u;
     let j = e % 32u;
-    let qh = w[b + 1u] >> j;
-    let q = w[b + 2u + (j % 16u) / 4u] >> select(0u, 4u, j >= 16u);
-    let lo = vec4<u32>(q, q >> 8u, q >> 16u, q >> 24u) & vec4<u32>(15u);
-    let hi = (vec4<u32>(qh, qh >> 1u, qh >> 2u, qh >> 3u) & vec4<u32>(1u)) << vec4<u32>(4u);
-    return d * (vec4<f32>(lo | hi) - 16.0);
+    return q5_quants(w_word_at(o + 2u), w_word_at(o + 6u + j % 16u), j);
 }

@@ -30,6 +30,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight_k4_scales", include_str!("../../shaders/lib/weight_k4_scales.wgsl")),
     ("lib/weight_iq4_values", include_str!("../../shaders/lib/weight_iq4_values.wgsl")),
     ("lib/weight_affine", include_str!("../../shaders/lib/weight_affine.wgsl")),
+    ("lib/weight_bytes", include_str!("../../shaders/lib/weight_bytes.wgsl")),
+    ("lib/weight_q5_bits", include_str!("../../shaders/lib/weight_q5_bits.wgsl")),
     ("lib/weight_load8", include_str!("../../shaders/lib/weight_load8.wgsl")),
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
     ("lib/rope", include_str!("../../shaders/lib/rope.wgsl")),

@@ -140,26 +140,18 @@ pub fn dequantize(dtype: DType, bytes: &[u8]) -> Vec<f32> {
     out
 }
 
-/// Blocks repacked so every field starts on a 4-byte boundary: a 2-byte pad follows the leading
-/// f16 scale where the next field would be misaligned (Q8_0, Q4_0, Q5_0, IQ4_NL), or ends the
-/// block (Q6_K, Q3_K). The other types are aligned as stored.
+/// Blocks as the GPU holds them: Q6_K and Q3_K padded with 2 bytes at the end, so every field
+/// starts on a 4-byte boundary; the other types as stored (`WeightType::block`).
 pub fn to_gpu_layout(dtype: DType, bytes: &[u8]) -> Vec<u8> {
     let size = dtype.block().1;
     let gpu = dtype.gpu_type().block().1;
     if gpu == size {
         return bytes.to_vec();
     }
-    let pad_after_scale = matches!(dtype, DType::Q8_0 | DType::Q4_0 | DType::Q5_0 | DType::IQ4_NL);
     let mut out = Vec::with_capacity(bytes.len() / size * gpu);
     for b in bytes.chunks_exact(size) {
-        if pad_after_scale {
-            out.extend_from_slice(&b[..2]);
-            out.extend_from_slice(&[0, 0]);
-            out.extend_from_slice(&b[2..]);
-        } else {
-            out.extend_from_slice(b);
-            out.extend_from_slice(&[0, 0]);
-        }
+        out.extend_from_slice(b);
+        out.resize(out.len() + gpu - size, 0);
     }
     out
 }

@@ -67,12 +67,14 @@ impl WeightType {
         }
     }
 
-    /// (values per block, bytes per block on the GPU): quantized blocks padded to whole 4-byte
-    /// words, so every field of a block can be read as u32 (see model/quant.rs).
+    /// (values per block, bytes per block on the GPU): as the file stores them, but Q6_K and
+    /// Q3_K, padded to whole 4-byte words so their pieces read every field as u32 (see
+    /// model/quant.rs); Q8_0, Q4_0, Q5_0 and IQ4_NL blocks are read at even byte offsets
+    /// (`lib/weight_bytes`), so they take their file's size.
     pub fn block(self) -> (usize, usize) {
-        match self.ggml_block() {
-            (1, bytes) => (1, bytes),
-            (per, bytes) => (per, bytes.next_multiple_of(4)),
+        match (self, self.ggml_block()) {
+            (WeightType::Q6_K | WeightType::Q3_K, (per, bytes)) => (per, bytes.next_multiple_of(4)),
+            (_, block) => block,
         }
     }
 
@@ -94,17 +96,19 @@ impl WeightType {
         match self {
             WeightType::F32 => &["lib/weight_f32", "lib/weight_load8"],
             WeightType::F16 => &["lib/weight_f16"],
-            WeightType::Q8_0 => &["lib/weight_q8_0", "lib/weight_load8"],
-            WeightType::Q4_0 => &["lib/weight_q4_0", "lib/weight_load8"],
+            WeightType::Q8_0 => &["lib/weight_q8_0", "lib/weight_bytes", "lib/weight_affine"],
+            WeightType::Q4_0 => &["lib/weight_q4_0", "lib/weight_bytes", "lib/weight_affine"],
             WeightType::Q4_1 => &["lib/weight_q4_1", "lib/weight_load8"],
-            WeightType::Q5_0 => &["lib/weight_q5_0", "lib/weight_load8"],
+            WeightType::Q5_0 => &["lib/weight_q5_0", "lib/weight_bytes", "lib/weight_q5_bits", "lib/weight_affine"],
             WeightType::Q4_K => &["lib/weight_q4_k", "lib/weight_k4_scales", "lib/weight_load8"],
             WeightType::Q6_K => &["lib/weight_q6_k", "lib/weight_load8"],
-            WeightType::Q5_1 => &["lib/weight_q5_1", "lib/weight_affine"],
+            WeightType::Q5_1 => &["lib/weight_q5_1", "lib/weight_q5_bits", "lib/weight_affine"],
             WeightType::Q5_K => &["lib/weight_q5_k", "lib/weight_k4_scales", "lib/weight_affine"],
             WeightType::Q3_K => &["lib/weight_q3_k", "lib/weight_affine"],
             WeightType::Q2_K => &["lib/weight_q2_k", "lib/weight_affine"],
-            WeightType::IQ4_NL => &["lib/weight_iq4_nl", "lib/weight_iq4_values", "lib/weight_affine"],
+            WeightType::IQ4_NL => {
+                &["lib/weight_iq4_nl", "lib/weight_bytes", "lib/weight_iq4_values", "lib/weight_affine"]
+            }
             WeightType::IQ4_XS => &["lib/weight_iq4_xs", "lib/weight_iq4_values", "lib/weight_affine"],
         }
     }
