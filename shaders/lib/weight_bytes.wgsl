@@ -5,9 +5,9 @@
 fn w_word_at(byte: u32) -> u32 {
     let i = byte / 4u;
     let lo = w[i];
-    // The next word is read either way (no branch); at the buffer's end an aligned read takes
-    // the last word again and does not use it.
-    let hi = w[min(i + 1u, arrayLength(&w) - 1u)];
+    // The next word is read either way (no branch); past the buffer's end (an aligned read of
+    // its last word) the kernels' bounds checks keep the read inside, and it is not used.
+    let hi = w[i + 1u];
     return select(lo, (lo >> 16u) | (hi << 16u), (byte & 2u) != 0u);
 }
 
