@@ -136,19 +136,37 @@ impl TextTokenizer {
         self.chat_template.is_some()
     }
 
-    /// The chat template rendered for `messages`, ending with the assistant's turn opener.
+    /// The chat template rendered for `messages`, ending with the assistant's turn opener; a
+    /// model without a template gets `plain_transcript` (front ends say so: `NO_TEMPLATE_NOTICE`).
     pub fn render_chat(&self, messages: &[Message]) -> Result<String> {
-        let template = self
-            .chat_template
-            .as_deref()
-            .context("this model has no chat template (tokenizer_config.json \"chat_template\")")?;
-        render_template(template, messages, &self.bos_token, &self.eos_token)
+        match self.chat_template.as_deref() {
+            Some(template) => render_template(template, messages, &self.bos_token, &self.eos_token),
+            None => Ok(plain_transcript(messages)),
+        }
     }
 
-    /// Token ids of the chat prompt (special tokens come from the template text itself).
+    /// Token ids of the chat prompt: special tokens come from the template text itself; a plain
+    /// transcript gets the model's own (its BOS), as any text prompt does.
     pub fn encode_chat(&self, messages: &[Message]) -> Result<Vec<u32>> {
-        self.encode(&self.render_chat(messages)?, false)
+        self.encode(&self.render_chat(messages)?, !self.has_chat_template())
     }
+}
+
+/// What front ends print once when they chat with a model that has no chat template.
+pub const NO_TEMPLATE_NOTICE: &str =
+    "this model has no chat template: chatting through a plain transcript (\"User: ...\" / \"Assistant:\")";
+
+/// A chat as plain text, for models without a chat template: one "Role: text" paragraph per
+/// message (the role capitalized), ending with the assistant's turn to speak.
+pub fn plain_transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let mut role = m.role.chars();
+        let role: String = role.next().map(|c| c.to_uppercase().chain(role).collect()).unwrap_or_default();
+        out.push_str(&format!("{role}: {}\n\n", m.content.trim()));
+    }
+    out.push_str("Assistant:");
+    out
 }
 
 pub fn render_template(template: &str, messages: &[Message], bos: &str, eos: &str) -> Result<String> {

@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ModelArgs, SamplingArgs};
+use super::{ModelArgs, SamplingArgs, Truncate};
 use crate::engine::Engine;
 use crate::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest, SeqStats};
 use crate::tokenizer::{Message, TextTokenizer};
@@ -35,6 +35,9 @@ pub struct BatchArgs {
     /// Most tokens in one step (decode rows and prompt chunks together).
     #[arg(long, default_value_t = 512)]
     max_batch_tokens: u32,
+    /// Prompts longer than the context: `left` keeps their end (see `Truncate`).
+    #[arg(long, value_enum)]
+    truncate: Option<Truncate>,
 }
 
 #[derive(Deserialize)]
@@ -60,7 +63,7 @@ struct LineMessage {
 }
 
 /// One input line as a request, or why it cannot be one.
-fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>) -> Result<SeqRequest> {
+fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>, context: usize) -> Result<SeqRequest> {
     let line: Line = serde_json::from_str(text)?;
     let tok = || tok.context("the model has no tokenizer: give prompt_ids");
     let prompt_ids = match (line.prompt, line.messages, line.prompt_ids) {
@@ -80,10 +83,13 @@ fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>) -
         repetition_penalty: line.repetition_penalty.unwrap_or(d.repetition_penalty),
         seed: line.seed.unwrap_or(d.seed.wrapping_add(index as u64)),
     };
+    let max_tokens = line.max_tokens.unwrap_or(a.max_tokens);
+    let mut prompt_ids = prompt_ids;
+    Truncate::apply(a.truncate, &mut prompt_ids, context, max_tokens, &format!("line {}", index + 1));
     Ok(SeqRequest {
         id: index as u64,
         prompt_ids,
-        max_tokens: line.max_tokens.unwrap_or(a.max_tokens),
+        max_tokens,
         sampling,
         stop_at_eos: true,
         priority: line.priority.unwrap_or(Priority::Interactive),
@@ -104,6 +110,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     };
     let opts = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
     let tok = engine.tokenizer.take();
+    let context = engine.forward.kv.opts.context as usize;
     let mut batcher = Batcher::new(&mut engine, opts);
     // Answers by index, written in input order as soon as every earlier one is written.
     let mut done: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
@@ -111,7 +118,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut ids: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let requests: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, _)| i).collect();
     for &i in &requests {
-        match parse(&lines[i], i, a, tok.as_ref()) {
+        match parse(&lines[i], i, a, tok.as_ref(), context) {
             Ok(req) => {
                 prompts.insert(req.id, req.prompt_ids.clone());
                 batcher.submit(req);

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{ModelArgs, SamplingArgs};
 use crate::engine::{Engine, Request};
-use crate::tokenizer::{Message, StreamDecoder};
+use crate::tokenizer::{Message, StreamDecoder, NO_TEMPLATE_NOTICE};
 
 #[derive(Args, Debug)]
 pub struct ChatArgs {
@@ -31,6 +31,9 @@ pub fn run(a: &ChatArgs) -> Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     eprintln!("chatting with {} (empty line or Ctrl-D to quit, /reset to start over)", path.display());
+    if !tok.has_chat_template() {
+        eprintln!("note: {NO_TEMPLATE_NOTICE}");
+    }
     loop {
         eprint!("> ");
         let mut line = String::new();

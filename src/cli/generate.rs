@@ -5,9 +5,9 @@ use std::io::Write;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::{ModelArgs, SamplingArgs};
+use super::{ModelArgs, SamplingArgs, Truncate};
 use crate::engine::{Engine, Request};
-use crate::tokenizer::{Message, StreamDecoder};
+use crate::tokenizer::{Message, StreamDecoder, NO_TEMPLATE_NOTICE};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -29,6 +29,9 @@ pub struct GenerateArgs {
     system: Option<String>,
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
+    /// A prompt longer than the context: `left` keeps its end (see `Truncate`).
+    #[arg(long, value_enum)]
+    truncate: Option<Truncate>,
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     json: bool,
@@ -37,7 +40,7 @@ pub struct GenerateArgs {
 pub fn run(a: &GenerateArgs) -> Result<()> {
     let path = a.model.model_path()?;
     let mut engine = Engine::load(&path, &a.model.engine_options())?;
-    let prompt_ids = match (&a.prompt_ids, &a.prompt) {
+    let mut prompt_ids = match (&a.prompt_ids, &a.prompt) {
         (Some(ids), _) => ids.clone(),
         (None, Some(text)) => {
             let tok = engine
@@ -45,6 +48,9 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
                 .as_ref()
                 .with_context(|| format!("{} has no tokenizer.json; pass --prompt-ids", path.display()))?;
             if a.chat {
+                if !tok.has_chat_template() {
+                    eprintln!("note: {NO_TEMPLATE_NOTICE}");
+                }
                 let mut msgs = Vec::new();
                 if let Some(s) = &a.system {
                     msgs.push(Message::new("system", s));
@@ -57,6 +63,8 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         }
         (None, None) => bail!("give --prompt TEXT or --prompt-ids 1,2,3"),
     };
+    let context = engine.forward.kv.opts.context as usize;
+    Truncate::apply(a.truncate, &mut prompt_ids, context, a.max_tokens, "the prompt");
     let req = Request {
         prompt_ids: prompt_ids.clone(),
         max_tokens: a.max_tokens,

@@ -1,5 +1,5 @@
 //! `wginfer info`: adapters, the chosen one's backend, driver, features and limits; with
-//! --model, the model's shape and its GPU memory.
+//! --model, the model's shape and its GPU memory; with --check, a scan of its values.
 
 use anyhow::Result;
 use clap::Args;
@@ -15,6 +15,10 @@ pub struct InfoArgs {
     /// Also load this model and describe it.
     #[arg(long)]
     model: Option<std::path::PathBuf>,
+    /// With --model: first scan every tensor for NaN and infinite values, naming the first
+    /// tensor that holds one.
+    #[arg(long, requires = "model")]
+    check: bool,
 }
 
 pub fn run(a: &InfoArgs) -> Result<()> {
@@ -27,6 +31,10 @@ pub fn run(a: &InfoArgs) -> Result<()> {
     match &a.model {
         None => println!("{}", Gpu::new(&opts)?.describe()),
         Some(path) => {
+            if a.check {
+                let n = crate::model::check_finite(path)?;
+                println!("check: {n} tensors scanned, every value finite");
+            }
             let engine = Engine::load(path, &crate::engine::EngineOptions { gpu: opts, ..Default::default() })?;
             println!("{}", engine.gpu.describe());
             let c = &engine.forward.cfg;

@@ -51,6 +51,29 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
+/// What to do with a prompt longer than the context: `left` drops its oldest tokens, keeping the
+/// last `context - max_tokens` (at least one) so that the answer fits too. Without it such a
+/// prompt is an error naming both lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Truncate {
+    Left,
+}
+
+impl Truncate {
+    /// `prompt` cut to fit a context of `context` positions with `max_tokens` to generate,
+    /// where `truncate` says so; prints how many tokens were dropped (`what`: whose prompt).
+    pub fn apply(truncate: Option<Truncate>, prompt: &mut Vec<u32>, context: usize, max_tokens: usize, what: &str) {
+        let keep = context.saturating_sub(max_tokens).max(1);
+        if truncate == Some(Truncate::Left) && prompt.len() > keep {
+            let dropped = prompt.len() - keep;
+            prompt.drain(..dropped);
+            eprintln!(
+                "{what}: dropped the oldest {dropped} prompt tokens to fit the context of {context} (--truncate left)"
+            );
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum KvArg {
     Ring,

@@ -425,6 +425,18 @@ impl Gguf {
     }
 }
 
+impl Gguf {
+    fn host(&self, name: &str, t: &TensorInfo) -> HostTensor<'_> {
+        HostTensor {
+            name: name.to_string(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            bytes: &self.map[t.range.clone()],
+            origin: self.path.display().to_string(),
+        }
+    }
+}
+
 /// The GGUF name of an engine (Hugging Face) tensor name; `post_norms`: the block has norms
 /// after attention and MLP (gemma3), whose names shift those of the MLP's input norm.
 fn gguf_name(hf: &str, post_norms: bool) -> Option<String> {
@@ -465,13 +477,13 @@ fn gguf_name(hf: &str, post_norms: bool) -> Option<String> {
 impl TensorSource for Gguf {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>> {
         let Some(g) = gguf_name(name, self.str("general.architecture") == Some("gemma3")) else { return Ok(None) };
-        Ok(self.tensors.get(&g).map(|t| HostTensor {
-            name: g.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            bytes: &self.map[t.range.clone()],
-            origin: self.path.display().to_string(),
-        }))
+        Ok(self.tensors.get(&g).map(|t| self.host(&g, t)))
+    }
+
+    fn every_tensor(&self) -> Vec<HostTensor<'_>> {
+        let mut names: Vec<&String> = self.tensors.keys().collect();
+        names.sort();
+        names.into_iter().map(|n| self.host(n, &self.tensors[n])).collect()
     }
 
     /// llama.cpp's converter stores the q and k rows of `llama` models with each RoPE pair

@@ -36,3 +36,14 @@ pub fn load_hf_dir(gpu: &Gpu, dir: &Path, opts: &ForwardOptions) -> Result<Forwa
     let weights = loader::load_weights(gpu, &cfg, &src).with_context(|| format!("loading {}", dir.display()))?;
     Forward::new(gpu, cfg, weights, opts)
 }
+
+/// Scans every tensor of the model at `path` (a GGUF file or a Hugging Face folder) for NaN and
+/// infinite values, on the CPU: an error names the first tensor holding one; else the number
+/// of tensors scanned.
+pub fn check_finite(path: &Path) -> Result<usize> {
+    if path.is_file() {
+        tensor::check_finite(&gguf::Gguf::open(path)?)
+    } else {
+        tensor::check_finite(&safetensors::SafeTensors::open_dir(path)?)
+    }
+}

@@ -39,7 +39,13 @@ impl SafeTensors {
                 .get("weight_map")
                 .and_then(Value::as_object)
                 .with_context(|| format!("{}: missing \"weight_map\"", index.display()))?;
-            let mut shards: Vec<PathBuf> = map.values().filter_map(Value::as_str).map(|s| dir.join(s)).collect();
+            let mut shards = Vec::new();
+            for name in map.values().filter_map(Value::as_str) {
+                // A shard is a file of the folder: a name with a path in it could reach any file.
+                let plain = Path::new(name).file_name().is_some_and(|f| f == name);
+                anyhow::ensure!(plain, "{}: shard {name:?} is not a file name in the model folder", index.display());
+                shards.push(dir.join(name));
+            }
             shards.sort();
             shards.dedup();
             shards
@@ -143,12 +149,24 @@ fn entry_at_fault(header: &[u8]) -> Option<String> {
 
 impl TensorSource for SafeTensors {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>> {
-        Ok(self.entries.get(name).map(|e| HostTensor {
+        Ok(self.entries.get(name).map(|e| self.host(name, e)))
+    }
+
+    fn every_tensor(&self) -> Vec<HostTensor<'_>> {
+        let mut names: Vec<&String> = self.entries.keys().collect();
+        names.sort();
+        names.into_iter().map(|n| self.host(n, &self.entries[n])).collect()
+    }
+}
+
+impl SafeTensors {
+    fn host(&self, name: &str, e: &Entry) -> HostTensor<'_> {
+        HostTensor {
             name: name.to_string(),
             dtype: e.dtype,
             shape: e.shape.clone(),
             bytes: &self.files[e.file].1[e.range.clone()],
             origin: self.files[e.file].0.display().to_string(),
-        }))
+        }
     }
 }

@@ -183,4 +183,10 @@ impl TensorSource for Synthetic {
             origin: "synthetic".to_string(),
         }))
     }
+
+    fn every_tensor(&self) -> Vec<HostTensor<'_>> {
+        let mut names: Vec<&String> = self.tensors.keys().collect();
+        names.sort();
+        names.into_iter().filter_map(|n| self.tensor(n).ok().flatten()).collect()
+    }
 }

@@ -134,10 +134,26 @@ pub struct HostTensor<'a> {
 pub trait TensorSource {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>>;
 
+    /// Every tensor the source holds, named as its file names them, in name order (for scans
+    /// of the whole file: `wginfer info --check`).
+    fn every_tensor(&self) -> Vec<HostTensor<'_>>;
+
     /// Whether the q and k projection rows already come with each RoPE pair adjacent.
     fn qk_rows_pair_adjacent(&self) -> bool {
         false
     }
+}
+
+/// The first tensor of `src` holding a NaN or an infinity, named with its file and the first
+/// such element; Ok when every value is finite. Returns how many tensors were scanned.
+pub fn check_finite(src: &dyn TensorSource) -> Result<usize> {
+    let tensors = src.every_tensor();
+    for t in &tensors {
+        if let Some((i, v)) = t.to_f32().iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            bail!("tensor {} in {}: element {i} of {:?} is {v}", t.name, t.origin, t.shape);
+        }
+    }
+    Ok(tensors.len())
 }
 
 impl HostTensor<'_> {

@@ -319,6 +319,12 @@ impl Batcher {
                 events.push(SeqEvent::Failed { id: seq.req.id, error: format!("request {}: {error}", seq.req.id) });
                 continue;
             }
+            // Nothing to generate: an empty answer at once, its prompt not run.
+            if self.waiting[best].req.max_tokens == 0 {
+                let mut seq = self.waiting.remove(best);
+                events.push(SeqEvent::Finished(self.record(seq.finish(Finish::Length))));
+                continue;
+            }
             let need = match kv.opts.layout {
                 KvLayout::Ring => 1,
                 KvLayout::Paged => (self.waiting[best].len() as u32).div_ceil(kv.block) + 1,

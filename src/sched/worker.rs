@@ -19,7 +19,7 @@ use crate::engine::{Engine, EngineOptions, Finish};
 use crate::gpu::profiler::Timing;
 use crate::ops::attention::AttnKind;
 use crate::sampling::SamplingParams;
-use crate::tokenizer::{Message, StreamDecoder};
+use crate::tokenizer::{Message, StreamDecoder, NO_TEMPLATE_NOTICE};
 
 #[derive(Clone, Debug)]
 pub struct GenRequest {
@@ -387,15 +387,19 @@ fn catch<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     })
 }
 
+/// The model in one line, with the notice of a chat through a plain transcript where the model
+/// has no chat template (the console shows this line).
 fn describe(e: &Engine) -> String {
     let c = &e.forward.cfg;
+    let no_template = e.tokenizer.as_ref().is_some_and(|t| !t.has_chat_template());
     format!(
-        "{:?}, {} layers, hidden {}, vocab {}, {:.1} MiB of weights on {}",
+        "{:?}, {} layers, hidden {}, vocab {}, {:.1} MiB of weights on {}{}",
         c.arch,
         c.layers,
         c.hidden,
         c.vocab,
         e.forward.weights.gpu_bytes() as f64 / (1 << 20) as f64,
-        e.gpu.info.name
+        e.gpu.info.name,
+        if no_template { format!(" · {NO_TEMPLATE_NOTICE}") } else { String::new() }
     )
 }
