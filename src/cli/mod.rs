@@ -90,6 +90,10 @@ pub struct ModelArgs {
     /// GPU adapter index (see `wginfer info`); WGPU_BACKEND=vulkan|gl|... limits the backends.
     #[arg(long)]
     pub adapter: Option<usize>,
+    /// MiB of GPU memory the engine may take in all (weights, KV cache, activations): what does
+    /// not fit is an error naming it, as on an adapter with that much memory.
+    #[arg(long)]
+    pub gpu_memory: Option<u64>,
     /// Context length: positions the KV cache holds for one sequence.
     #[arg(long, default_value_t = 4096)]
     pub context: u32,
@@ -132,7 +136,11 @@ impl ModelArgs {
 
     pub fn engine_options(&self) -> EngineOptions {
         EngineOptions {
-            gpu: GpuOptions { adapter: self.adapter, ..Default::default() },
+            gpu: GpuOptions {
+                adapter: self.adapter,
+                memory_cap: self.gpu_memory.map(|mib| mib << 20),
+                ..Default::default()
+            },
             forward: ForwardOptions {
                 kv: KvOptions {
                     layout: match self.kv {

@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::pipelines::PipelineCache;
 
@@ -20,6 +20,25 @@ pub struct GpuOptions {
     pub no_coop_matrix: bool,
     /// Lower the storage-binding limit the engine plans with (tests tensor splitting).
     pub max_binding_override: Option<u64>,
+    /// Bytes of GPU memory the engine may ask for in all (`--gpu-memory`): a buffer past it is
+    /// an out-of-memory error naming the buffer, as the adapter's own would be.
+    pub memory_cap: Option<u64>,
+}
+
+/// What wgpu reports outside an error scope, kept instead of its default handler's panic: the
+/// first error, and why the device was lost. `Gpu::check` turns them into errors.
+#[derive(Default)]
+struct Faults {
+    error: Mutex<Option<String>>,
+    lost: Mutex<Option<String>>,
+}
+
+impl Faults {
+    fn keep(slot: &Mutex<Option<String>>, what: String) {
+        if let Ok(mut s) = slot.lock() {
+            s.get_or_insert(what);
+        }
+    }
 }
 
 /// What the adapter can do, as the kernels see it.
@@ -51,6 +70,8 @@ pub struct Gpu {
     pub(super) pipelines: Mutex<PipelineCache>,
     buffers_created: AtomicU64,
     bytes_allocated: AtomicU64,
+    memory_cap: Option<u64>,
+    faults: Arc<Faults>,
     scratch: Mutex<HashMap<&'static str, wgpu::Buffer>>,
 }
 
@@ -139,6 +160,14 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         }))
         .with_context(|| format!("requesting a device from adapter {:?}", info.name))?;
+        let faults = Arc::new(Faults::default());
+        let f = faults.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| Faults::keep(&f.error, e.to_string())));
+        let f = faults.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            let why = if msg.is_empty() { format!("{reason:?}") } else { format!("{reason:?}: {msg}") };
+            Faults::keep(&f.lost, why);
+        });
         let max_binding = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size)
@@ -166,6 +195,8 @@ impl Gpu {
             pipelines: Mutex::new(PipelineCache::default()),
             buffers_created: AtomicU64::new(0),
             bytes_allocated: AtomicU64::new(0),
+            memory_cap: opts.memory_cap,
+            faults,
             scratch: Mutex::default(),
         })
     }
@@ -180,21 +211,63 @@ impl Gpu {
         self.bytes_allocated.load(Ordering::Relaxed)
     }
 
-    /// Creates a buffer; every buffer of the engine goes through here so it is counted.
+    /// Creates a buffer; every buffer of the engine goes through here so it is counted. Out of
+    /// memory (the adapter's, or the `memory_cap`) is an error naming the buffer; the caller's
+    /// buffers so far are freed as it drops them.
     pub fn buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
         if size > self.caps.max_buffer {
             bail!("buffer {label:?} needs {size} bytes, over this adapter's limit of {} bytes", self.caps.max_buffer);
         }
-        self.buffers_created.fetch_add(1, Ordering::Relaxed);
+        self.check()?;
         // Sizes are rounded to 16 bytes so vec4 views and copies never fall off the end.
         let size = size.max(16).next_multiple_of(16);
-        self.bytes_allocated.fetch_add(size, Ordering::Relaxed);
-        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let in_use = self.bytes_allocated();
+        if let Some(cap) = self.memory_cap.filter(|&cap| in_use + size > cap) {
+            bail!(
+                "out of GPU memory: {label:?} needs {:.1} MiB with {:.1} MiB of the {:.1} MiB allowed (--gpu-memory) in use",
+                mib(size),
+                mib(in_use),
+                mib(cap)
+            );
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
             usage,
             mapped_at_creation: false,
-        }))
+        });
+        // Both futures are ready at once (wgpu-core reports errors as the call returns).
+        let (invalid, oom) = (pollster::block_on(invalid.pop()), pollster::block_on(oom.pop()));
+        if let Some(e) = oom {
+            bail!("out of GPU memory: {label:?} needs {:.1} MiB with {:.1} MiB in use: {e}", mib(size), mib(in_use));
+        }
+        if let Some(e) = invalid {
+            bail!("cannot create buffer {label:?} ({size} bytes): {e}");
+        }
+        self.buffers_created.fetch_add(1, Ordering::Relaxed);
+        self.bytes_allocated.fetch_add(size, Ordering::Relaxed);
+        Ok(buffer)
+    }
+
+    /// Why the device was lost, if it was (`Device::destroy`, a driver reset, an error that
+    /// loses it).
+    pub fn lost(&self) -> Option<String> {
+        self.faults.lost.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// An error for a lost device, or for the first GPU error reported outside an error scope
+    /// since the last check (then forgotten: the next work may succeed).
+    pub fn check(&self) -> Result<()> {
+        if let Some(why) = self.lost() {
+            bail!("the GPU device was lost ({why}); load the model again");
+        }
+        if let Some(e) = self.faults.error.lock().ok().and_then(|mut e| e.take()) {
+            bail!("GPU error: {e}");
+        }
+        Ok(())
     }
 
     /// A storage buffer filled with `data`.
@@ -263,11 +336,18 @@ impl Gpu {
         Ok(bytes)
     }
 
-    /// Waits until `submission` (or everything submitted, with `None`) has run.
+    /// Waits until `submission` (or everything submitted, with `None`) has run; then any GPU
+    /// fault reported meanwhile is the error (`check`).
     pub fn wait(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<()> {
         let wait = wgpu::PollType::Wait { submission_index: submission, timeout: None };
-        self.device.poll(wait).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
-        Ok(())
+        if let Err(e) = self.device.poll(wait) {
+            // A destroyed device's submissions never run: its lost callback comes with the next
+            // poll, which names the cause better than the wait's own error.
+            let _ = self.device.poll(wgpu::PollType::Poll);
+            self.check()?;
+            bail!("GPU wait failed: {e}");
+        }
+        self.check()
     }
 
     /// Records one compute pass with `f`, submits it and waits for the GPU.
@@ -278,8 +358,7 @@ impl Gpu {
             f(&mut pass);
         }
         self.queue.submit([enc.finish()]);
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| anyhow!("GPU wait failed: {e}"))?;
-        Ok(())
+        self.wait(None)
     }
 
     /// One line per fact, as `wginfer info` prints it.

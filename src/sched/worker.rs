@@ -210,7 +210,10 @@ impl EngineThread {
             if busy {
                 match catch(|| self.step()) {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => self.fail_all(&format!("{e:#}")),
+                    Ok(Err(e)) => {
+                        self.fail_all(&format!("{e:#}"));
+                        self.unload_if_lost();
+                    }
                     Err(panic) => self.unload_after_panic(&panic),
                 }
             }
@@ -341,6 +344,17 @@ impl EngineThread {
             self.streams.remove(&id);
             self.emit(Event::Failed { id, error: error.to_string() });
         }
+    }
+
+    /// After a failed step: a lost device cannot run the model again, so it is dropped and the
+    /// front end told, as a failed load, that it can load it again (on a new device).
+    fn unload_if_lost(&mut self) {
+        let Some(why) = self.model.as_ref().and_then(|(e, _)| e.gpu.lost()) else { return };
+        if let Some((engine, _)) = self.model.take() {
+            let error = format!("the GPU device was lost ({why}); the model was unloaded, load it again");
+            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error });
+        }
+        self.send_metrics();
     }
 
     /// A step panicked: the batcher and the engine may be half-way through it, so every
