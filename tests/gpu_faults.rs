@@ -86,3 +86,39 @@ fn a_lost_device_fails_the_running_steps_and_a_new_load_works() {
     };
     assert_eq!(again.generate(&req, |_| true).unwrap().ids.len(), 3);
 }
+
+/// The engine thread reports a load that runs out of GPU memory as a failed load naming it, and
+/// a later load on a new device serves requests.
+#[test]
+fn the_worker_reports_out_of_memory_and_loads_again() {
+    use std::time::Duration;
+    use wginfer::sched::{Command, Event, GenRequest, Worker};
+    let w = Worker::spawn();
+    let next_load = |w: &Worker| loop {
+        match w.events.recv_timeout(Duration::from_secs(120)).expect("a load event") {
+            Event::Loaded { .. } => return Ok(()),
+            Event::LoadFailed { error, .. } => return Err(error),
+            _ => {}
+        }
+    };
+    w.send(Command::Load(fixture("llama-f32"), Box::new(capped(256 << 10))));
+    let err = next_load(&w).expect_err("a load within 256 KiB");
+    assert!(err.contains("out of GPU memory"), "{err}");
+    w.send(Command::Load(fixture("llama-f32"), Box::default()));
+    next_load(&w).unwrap();
+    let req = GenRequest {
+        id: 1,
+        messages: vec![wginfer::tokenizer::Message::new("user", "hi")],
+        sampling: SamplingParams::default(),
+        max_tokens: 3,
+        priority: Priority::Interactive,
+    };
+    w.send(Command::Submit(req));
+    loop {
+        match w.events.recv_timeout(Duration::from_secs(120)).expect("an event") {
+            Event::Finished(s) => break assert_eq!(s.id, 1),
+            Event::Failed { error, .. } => panic!("{error}"),
+            _ => {}
+        }
+    }
+}
