@@ -7,12 +7,12 @@ mod support;
 
 use std::collections::HashMap;
 
-use support::{fixture, golden, ids};
+use support::{fixture, golden, ids, seq_request};
 use wginfer::engine::{Engine, EngineOptions, Finish, Request};
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest, SeqStats};
+use wginfer::sched::{BatchOptions, Batcher, SeqEvent, SeqStats};
 
 fn engine(path: &std::path::Path, kv: KvOptions) -> Engine {
     let opts = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
@@ -25,18 +25,6 @@ fn ring(parallel: u32) -> KvOptions {
 
 fn paged(parallel: u32, blocks: Option<u32>) -> KvOptions {
     KvOptions { layout: KvLayout::Paged, parallel, context: 512, block: 16, blocks, ..Default::default() }
-}
-
-fn request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
-    SeqRequest {
-        id,
-        prompt_ids: prompt.to_vec(),
-        max_tokens,
-        sampling: SamplingParams::default(),
-        stop_at_eos: false,
-        priority: Priority::Interactive,
-        logprobs: None,
-    }
 }
 
 /// Runs `prompts` through a batcher, the i-th submitted before step `arrivals[i]`; returns
@@ -55,7 +43,7 @@ fn run_batch(
     // Until every request has finished and no speculative step is left in flight.
     while stats.len() < prompts.len() || !b.is_idle() {
         for (i, p) in prompts.iter().enumerate().filter(|(i, _)| arrivals[*i] == step) {
-            b.submit(request(i as u64, p, max_tokens));
+            b.submit(seq_request(i as u64, p, max_tokens));
         }
         for ev in b.step(e).unwrap() {
             match ev {
@@ -156,7 +144,7 @@ fn many_requests_with_cancellations_give_all_memory_back() {
             for _ in 0..3.min(n - submitted) {
                 let len = 1 + (submitted * 37 % 60) as usize;
                 let prompt: Vec<u32> = (0..len as u32).map(|i| 3 + (i * 11 + submitted as u32) % 300).collect();
-                b.submit(request(submitted, &prompt, 1 + (submitted % 9) as usize));
+                b.submit(seq_request(submitted, &prompt, 1 + (submitted % 9) as usize));
                 submitted += 1;
             }
         }

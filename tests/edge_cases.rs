@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::fixture;
+use support::{fixture, seq_request};
 use wginfer::engine::{Engine, EngineOptions, Finish, Request};
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
+use wginfer::sched::{BatchOptions, Batcher, SeqEvent, SeqRequest};
 use wginfer::tokenizer::{plain_transcript, Message, TextTokenizer};
 
 fn wginfer(args: &[&str]) -> Output {
@@ -30,18 +30,6 @@ fn copy_of(name: &str) -> tempfile::TempDir {
         std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
     }
     dir
-}
-
-fn request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
-    SeqRequest {
-        id,
-        prompt_ids: prompt.to_vec(),
-        max_tokens,
-        sampling: SamplingParams::default(),
-        stop_at_eos: false,
-        priority: Priority::Interactive,
-        logprobs: None,
-    }
 }
 
 /// Every event of `reqs` run through a batcher until it is idle.
@@ -65,7 +53,7 @@ fn an_empty_prompt_is_an_error_and_the_others_still_run() {
     let mut e = Engine::load(&fixture("llama-f32"), &EngineOptions::default()).unwrap();
     let req = Request { prompt_ids: vec![], max_tokens: 4, sampling: SamplingParams::default(), stop_at_eos: false };
     assert!(format!("{:#}", e.generate(&req, |_| true).unwrap_err()).contains("the prompt is empty"));
-    let events = run_batch(&mut e, vec![request(1, &[], 4), request(2, &[5, 6, 7], 3)]);
+    let events = run_batch(&mut e, vec![seq_request(1, &[], 4), seq_request(2, &[5, 6, 7], 3)]);
     let failed = events.iter().find_map(|ev| match ev {
         SeqEvent::Failed { id: 1, error } => Some(error.clone()),
         _ => None,
@@ -86,7 +74,7 @@ fn max_tokens_zero_answers_nothing() {
         Request { prompt_ids: vec![5, 6], max_tokens: 0, sampling: SamplingParams::default(), stop_at_eos: false };
     let g = e.generate(&req, |_| true).unwrap();
     assert_eq!((g.ids.len(), g.finish), (0, Finish::Length));
-    let events = run_batch(&mut e, vec![request(7, &[5, 6], 0)]);
+    let events = run_batch(&mut e, vec![seq_request(7, &[5, 6], 0)]);
     assert!(!events.iter().any(|ev| matches!(ev, SeqEvent::Token { .. })));
     let finished: Vec<_> = events
         .iter()

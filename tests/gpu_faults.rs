@@ -4,11 +4,11 @@
 
 mod support;
 
-use support::fixture;
+use support::{fixture, seq_request};
 use wginfer::engine::{Engine, EngineOptions};
 use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
+use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent};
 
 fn capped(bytes: u64) -> EngineOptions {
     EngineOptions { gpu: GpuOptions { memory_cap: Some(bytes), ..Default::default() }, ..Default::default() }
@@ -56,17 +56,8 @@ fn validation_errors_are_errors() {
 fn a_lost_device_fails_the_running_steps_and_a_new_load_works() {
     let mut e = Engine::load(&fixture("llama-f32"), &EngineOptions::default()).unwrap();
     let mut b = Batcher::new(&mut e, BatchOptions::default());
-    let request = |id| SeqRequest {
-        id,
-        prompt_ids: vec![5, 6, 7],
-        max_tokens: 50,
-        sampling: SamplingParams::default(),
-        stop_at_eos: false,
-        priority: Priority::Interactive,
-        logprobs: None,
-    };
-    b.submit(request(1));
-    b.submit(request(2));
+    b.submit(seq_request(1, &[5, 6, 7], 50));
+    b.submit(seq_request(2, &[5, 6, 7], 50));
     let mut tokens = 0;
     while tokens < 4 {
         tokens += b.step(&mut e).unwrap().iter().filter(|ev| matches!(ev, SeqEvent::Token { .. })).count();

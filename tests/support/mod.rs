@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use wginfer::engine::{Engine, Request};
 use wginfer::sampling::SamplingParams;
+use wginfer::sched::{Priority, SeqRequest};
 use wginfer::tokenizer::Message;
 
 /// A file or folder of tests/fixtures: under the package root cargo runs the tests from, else
@@ -77,5 +78,18 @@ pub fn check_cases(engine: &mut Engine, golden: &Value, tol: f32, max_prompt: us
         };
         let got = engine.generate(&req, |_| true).unwrap().ids;
         assert_eq!(got, ids(&case["greedy_ids"]), "{label}: greedy ids for a prompt of {} tokens", prompt.len());
+    }
+}
+
+/// A greedy interactive batcher request that does not stop at EOS.
+pub fn seq_request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
+    SeqRequest {
+        id,
+        prompt_ids: prompt.to_vec(),
+        max_tokens,
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+        priority: Priority::Interactive,
+        logprobs: None,
     }
 }
