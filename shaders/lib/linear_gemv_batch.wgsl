@@ -23,8 +23,13 @@ const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
 // x^2 sums of four rows share a vec4 (one lane-group reduction for four rows).
 const ROW_SETS: u32 = (GEMV_ROWS + 3u) / 4u;
 
-// Sums reduced over lane groups: a row's dot products, then (NORMED) x^2 sums of four rows.
-const SUMS: u32 = GEMV_ROWS + select(0u, ROW_SETS, NORMED);
+// With RPG <= 2 two rows' sums share a vec4, so the lane groups reduce half as many vec4s: 8
+// rows of the 896x4864 weight took 12.1 us against 18.0 on the H200 (docs/PERF.md).
+const PACK: bool = RPG <= 2u;
+const ROW_VECS: u32 = select(GEMV_ROWS, GEMV_ROWS / 2u, PACK);
+// Sums reduced over lane groups: the rows' dot products (ROW_VECS vec4s), then (NORMED) x^2
+// sums of four rows.
+const SUMS: u32 = ROW_VECS + select(0u, ROW_SETS, NORMED);
 // Shares of each sum, MAX_PARTS per lane group (lib/lanes_*).
 var<workgroup> parts: array<vec4<f32>, SUMS * GROUPS * MAX_PARTS>;
 // The outputs of row j of this workgroup start at j * WG_ROWS.
@@ -65,7 +70,10 @@ fn main(
             for (var j = 0u; j < GEMV_ROWS; j++) {
                 let i = (min(j, last) * K + k) / 4u;
                 let xr = W8(x[i], x[i + 1u]);
-                ss[j / 4u][j % 4u] += dot8(xr, xr);
+                // Each row's x^2 sum is taken by one lane group (j % GROUPS), not by all.
+                if (j % GROUPS == g) {
+                    ss[j / 4u][j % 4u] += dot8(xr, xr);
+                }
                 for (var r = 0u; r < RPG; r++) {
                     accs[j][r] += dot8(wv[r], xr);
                 }
@@ -81,10 +89,14 @@ fn main(
     let part = LANES / n_parts;
     for (var j = 0u; j < SUMS; j++) {
         var v = vec4<f32>(0.0);
-        if (j < GEMV_ROWS) {
-            v = accs[j];
+        if (j < ROW_VECS) {
+            if (PACK) {
+                v = vec4<f32>(accs[2u * j].xy, accs[2u * j + 1u].xy);
+            } else {
+                v = accs[j];
+            }
         } else if (NORMED) {
-            v = ss[j - GEMV_ROWS];
+            v = ss[j - ROW_VECS];
         }
         let s = lanes_part(lid, lane, v);
         if (lane % part == 0u) {
@@ -97,11 +109,15 @@ fn main(
         let gg = p % GROUPS;
         var t = vec4<f32>(0.0);
         var nss = vec4<f32>(0.0);
+        let jv = select(j, j / 2u, PACK);
         for (var q = 0u; q < n_parts; q++) {
-            t += parts[p * MAX_PARTS + q];
+            t += parts[(jv * GROUPS + gg) * MAX_PARTS + q];
             if (NORMED) {
-                nss += parts[((GEMV_ROWS + j / 4u) * GROUPS + gg) * MAX_PARTS + q];
+                nss += parts[((ROW_VECS + j / 4u) * GROUPS + j % GROUPS) * MAX_PARTS + q];
             }
+        }
+        if (PACK && j % 2u == 1u) {
+            t = vec4<f32>(t.zw, 0.0, 0.0);
         }
         if (NORMED) {
             t *= gemv_scale(nss[j % 4u]);

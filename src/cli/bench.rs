@@ -18,7 +18,9 @@ use crate::model::forward::{Forward, ForwardOptions};
 use crate::model::loader::load_weights;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
-use crate::ops::linear::{BoundLinear, Core, GemvShape, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS};
+use crate::ops::linear::{
+    BoundLinear, Core, GemvShape, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS, SPLIT_MAX_ROWS,
+};
 use crate::ops::matmul::{self, Matmul};
 use crate::ops::{Step, Weight, WeightType};
 use crate::sampling::SamplingParams;
@@ -386,8 +388,8 @@ impl StepTable {
         let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                let crossover = (r == GEMV_MAX_ROWS).then_some((r, Some(Core::Prefill)));
-                std::iter::once((r, None)).chain(crossover)
+                let crossover = (r == GEMV_MAX_ROWS).then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
+                std::iter::once((r, None)).chain(crossover.into_iter().flatten())
             })
             .collect();
         for &(model, matrix, rows, cols) in shapes {
@@ -397,8 +399,11 @@ impl StepTable {
                     // The other configurations change the GEMV cores only.
                     let gemv_only = |&&(r, c): &&(u32, Option<Core>)| c.is_none() && r <= GEMV_MAX_ROWS;
                     for &(step_rows, core) in cases.iter().filter(|c| i == 0 || gemv_only(c)) {
-                        let (median, spread, core) =
-                            bench.time_core(gpu, prof, cfg, (step_rows, core), self.reps, self.quick)?;
+                        let Some((median, spread, core)) =
+                            bench.time_core(gpu, prof, cfg, (step_rows, core), self.reps, self.quick)?
+                        else {
+                            continue;
+                        };
                         let core_name = match core {
                             Core::Split => "coop_split",
                             Core::Gemv => "gemv",
@@ -521,7 +526,8 @@ impl GemvBench {
     }
 
     /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part; by
-    /// default the one such a step runs), which it returns.
+    /// default the one such a step runs), which it returns; `None` where the kernel has no such
+    /// core (`Core::Split` off tensor cores).
     fn time_core(
         &self,
         gpu: &Gpu,
@@ -530,7 +536,7 @@ impl GemvBench {
         (rows, core): (u32, Option<Core>),
         reps: u32,
         quick: bool,
-    ) -> Result<(f64, f64, Core)> {
+    ) -> Result<Option<(f64, f64, Core)>> {
         Step { n_tokens: rows, n_out: 1, ..Default::default() }.write(gpu, &self.step);
         let ops = self
             .ws
@@ -543,10 +549,13 @@ impl GemvBench {
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));
+        if core == Core::Split && ops[0].core_for(SPLIT_MAX_ROWS) != Core::Split {
+            return Ok(None);
+        }
         let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {
             ops[i].record_core(pass, core, rows)
         })?;
-        Ok((median, spread, core))
+        Ok(Some((median, spread, core)))
     }
 }
 

@@ -49,10 +49,13 @@ pub(super) struct SweepArgs {
     json: bool,
     #[arg(long)]
     adapter: Option<usize>,
-    /// Time every kernel with GPU timestamps and print the breakdown of each concurrency's
-    /// last step to stderr.
+    /// Time every kernel with GPU timestamps and print the breakdown of a step of each
+    /// concurrency's B decode rows to stderr.
     #[arg(long)]
     profile: bool,
+    /// Print each concurrency's steps by row count (how many, their wall time) to stderr.
+    #[arg(long)]
+    steps: bool,
 }
 
 /// One concurrency's results.
@@ -115,8 +118,20 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         let (mut ttft_ms, mut latency_ms, mut itl_ms, mut tokens, mut done) =
             (Vec::new(), Vec::new(), Vec::new(), 0, 0);
         let mut last_finish = t0;
+        // --steps: wall time of the steps by their row count (the steps are pipelined, so a
+        // step's wall time is about its GPU time).
+        let mut by_rows = std::collections::BTreeMap::<u32, (u32, f64)>::new();
+        // --profile: the timings of the last step that ran a decode row for every client.
+        let mut full_step = Vec::new();
         while done < requests || !batcher.is_idle() {
-            for ev in batcher.step(&mut engine)? {
+            let started = Instant::now();
+            let events = batcher.step(&mut engine)?;
+            let bucket = by_rows.entry(batcher.last_rows.next_power_of_two()).or_default();
+            *bucket = (bucket.0 + 1, bucket.1 + started.elapsed().as_secs_f64() * 1e3);
+            if a.profile && batcher.last_rows == b {
+                full_step.clone_from(&engine.forward.timings);
+            }
+            for ev in events {
                 match ev {
                     // A background client sends its next request while interactive work runs.
                     SeqEvent::Finished(s) if s.id >= BACKGROUND => {
@@ -146,9 +161,14 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         }
         let secs = last_finish.duration_since(t0).as_secs_f64();
         let rows_per_step = batcher.metrics.summary().rows_per_step;
+        if a.steps {
+            eprintln!("B = {b}, steps by rows (up to):");
+            for (rows, (n, ms)) in &by_rows {
+                eprintln!("  <= {rows:>5} rows: {n:>6} steps, {ms:>9.1} ms, {:>7.3} ms each", ms / f64::from(*n));
+            }
+        }
         if a.profile {
-            eprintln!("B = {b}, last step ({} rows):", batcher.last_rows);
-            super::print_profile(&engine.forward);
+            super::print_timings(&engine.forward, &format!("a step of {b} decode rows"), &full_step);
         }
         Ok(Point { b, requests, secs, tokens, ttft_ms, latency_ms, itl_ms, rows_per_step })
     };

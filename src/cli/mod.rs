@@ -210,14 +210,18 @@ pub fn run() -> Result<()> {
 
 /// The last step's GPU time per kernel and per layer, as a table on stderr.
 pub fn print_profile(forward: &crate::model::forward::Forward) {
+    print_timings(forward, "the last step", &forward.timings);
+}
+
+/// `what`'s GPU time per kernel and per layer (`t`: a profiled step's timings), on stderr.
+pub fn print_timings(forward: &crate::model::forward::Forward, what: &str, t: &[crate::gpu::profiler::Timing]) {
     use crate::gpu::profiler::{by_kernel, by_layer};
     if !forward.profiling() {
         eprintln!("profile: this adapter cannot write timestamps inside a compute pass");
         return;
     }
-    let t = &forward.timings;
     let total: f64 = t.iter().map(|x| x.ns).sum();
-    eprintln!("GPU time of the last step: {:.1} us in {} dispatches", total / 1e3, t.len());
+    eprintln!("GPU time of {what}: {:.1} us in {} dispatches", total / 1e3, t.len());
     eprintln!("{:<18} {:>6} {:>12} {:>10}", "kernel", "calls", "total us", "mean us");
     for k in by_kernel(t) {
         eprintln!(

@@ -65,15 +65,17 @@ impl GemvShape {
         GemvShape { lanes, rows: 1, threads: 256 }
     }
 
-    /// The default for the batched core's variant built for `rows` rows, from H200 runs in
-    /// docs/PERF.md: lane groups of 32 for many outputs (four outputs each at 4 rows), 256 or
-    /// 128 for a long k, else 128 up to 4 rows and 64 at 8. (`bench kernels --sweep` preferred
-    /// 32-lane groups at 8 rows, but whole batched steps ran 8% slower with them.)
+    /// The default for the batched core's variant built for `rows` rows, from the H200 sweep
+    /// in docs/PERF.md (`bench kernels --sweep`, rows-per-step table): an LM head's many
+    /// outputs want 16-lane groups, a layer's wide weights 32, each with four outputs per group
+    /// (one load of x serves four weight rows) past two rows; a long k wants 256 lanes, the rest
+    /// 128, two outputs each.
     pub fn heuristic_batch(k: u32, n: u32, rows: u32) -> GemvShape {
+        let outputs = if rows >= 4 { 4 } else { 2 };
         let (lanes, outputs) = match () {
-            _ if n >= 8192 => (32, if rows == 4 { 4 } else { 2 }),
-            _ if k >= 4096 => (if rows <= 4 { 256 } else { 128 }, 2),
-            _ if rows >= 8 => (64, 2),
+            _ if n >= 32768 => (16, outputs),
+            _ if n >= 8192 => (32, 4),
+            _ if k >= 4096 => (256, 2),
             _ => (128, 2),
         };
         GemvShape { lanes, rows: outputs, threads: 256 }
