@@ -1,6 +1,6 @@
 enable f16;
 enable wgpu_cooperative_matrix;
-// B fragments of lib/linear_coop straight from f16 weights: W rows [n][k] are B = W^T stored
+// B fragments of lib/linear_coop_split straight from f16 weights: W rows [n][k] are B = W^T stored
 // column-major, K apart. Fragments past N reread the last 16 rows (N % 16 == 0); the outputs
 // they feed are never stored.
 alias WElem = f16;

@@ -1,6 +1,6 @@
 enable f16;
 enable wgpu_cooperative_matrix;
-// B fragments of lib/linear_coop from a TK-wide slice of W staged in workgroup memory as f16:
+// B fragments of lib/linear_coop_split from a TK-wide slice of W staged in workgroup memory as f16:
 // any storage type through w_load8, so a quantized weight is dequantized once per workgroup.
 // Rows of the slice are TS = TK + 8 values apart: the 16-byte skew spreads a fragment's rows
 // over the memory banks (5% on the H200).

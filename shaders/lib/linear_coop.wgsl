@@ -1,117 +1,152 @@
 enable f16;
 enable wgpu_cooperative_matrix;
-// Tensor-core matmul core for many rows (prefill): y[m, n] = sum_k x[m, k] * W[n, k], through
-// cooperative matrices (16x16 f16 fragments, f32 accumulation). A workgroup computes a
-// TM x TN tile with SGM x SGN x SGK subgroups: each 32 x 32 block (2 x 2 accumulators) is shared
-// by SGK subgroups taking every SGK-th 16-wide step of k (split-K, so weights with few rows still
-// give every SM enough subgroups to hide load latency), whose sums meet in workgroup memory.
-// x arrives as f16 rows (ops/input_f16 wrote them, RMS-normalized where the kernel has a norm),
-// so A fragments load straight from storage: converting and staging x through workgroup memory
-// here made the core 3x slower on the H200 (docs/PERF.md). B fragments come from lib/coop_b_*
-// (straight from f16 weights, or from a dequantized slice in workgroup memory). The finished
-// tile goes through workgroup memory once more so the kernel's store_pair (bias, RoPE, SwiGLU,
-// residual) sees plain (m, n) pairs.
-// Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_b_*:
-// W_STAGED, stage_w, b_fragment. Constants: K and N (multiples of 16), TM = 32 * SGM,
-// TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG (the subgroup size),
-// WG_THREADS = SGM * SGN * SGK * SG.
+// Tensor-core matmul core for many rows: y[m, n] = sum_k x[m, k] * W[n, k], through cooperative
+// matrices (16x16 f16 fragments, f32 accumulation). A workgroup computes a TM x TN tile with
+// SGM x SGN x SGK subgroups: each owns a 32 x 32 block of the tile (2 x 2 fragments), and the
+// SGK subgroups sharing a block take turns over the 16-wide k steps of each
+// stage (split-K: few tiles still give every SM subgroups enough to hide latency); their sums
+// meet in workgroup memory at the end.
+// Both operands are staged through workgroup memory TK columns at a time (16-byte loads from
+// storage; rows 16 bytes longer than TK, so a fragment's rows fall on different banks); while a
+// stage multiplies, the next one's values are loaded into registers. x arrives as f16 rows (ops/input_f16 wrote them, RMS-normalized where
+// the kernel has a norm); W's values come from lib/coop_w_* (f16 as stored, or dequantized).
+// A finished fragment goes through workgroup memory once more so the kernel's store_pair (bias,
+// RoPE, SwiGLU, residual) sees plain (m, n) pairs.
+// Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_w_*:
+// w_vals(e). Constants: K and N (multiples of 16), SGM, SGN, SGK, TM = 32 * SGM, TN = 32 * SGN,
+// TK (a multiple of 16 * SGK),
+// SG (the subgroup size), WG_THREADS = SGM * SGN * SGK * SG.
 // x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
-alias XElem = f16;
+alias XElem = vec4<f16>;
 
-const BLOCKS: u32 = TM / 32u * SGN;
+// Eight consecutive f16 values.
+struct H8 {
+    lo: vec4<f16>,
+    hi: vec4<f16>,
+}
 
-var<workgroup> tile: array<f32, SGK * TM * TN>;
+// Values per staged row: TK and 8 more (16 bytes) of skew.
+const RS: u32 = TK + 8u;
+// The W rows of a stage start after its TM x rows.
+const W_BASE: u32 = TM * RS;
+// 8-value chunks per stage, and per thread.
+const CHUNKS: u32 = (TM + TN) * (TK / 8u);
+const LOADS: u32 = (CHUNKS + WG_THREADS - 1u) / WG_THREADS;
+const SUBGROUPS: u32 = SGM * SGN * SGK;
+
+var<workgroup> stage: array<f16, (TM + TN) * RS>;
+// One 16 x 16 f32 fragment per subgroup, for the k shares' sums and the stores.
+var<workgroup> frag: array<f32, SUBGROUPS * 256u>;
+
+// Chunk i (8 values) of the stage at k0: the TM rows of x, then the TN rows of W.
+fn stage_vals(i: u32, m0: u32, n0: u32, k0: u32) -> H8 {
+    let r = i / (TK / 8u);
+    let k = k0 + (i % (TK / 8u)) * 8u;
+    if (i >= CHUNKS || k >= K) {
+        return H8(vec4<f16>(0.0), vec4<f16>(0.0));
+    }
+    if (r < TM) {
+        let e = ((m0 + r) * K + k) / 4u;
+        return H8(x[e], x[e + 1u]);
+    }
+    // Rows past N reread the last one; the outputs they feed are never stored.
+    return w_vals(min(n0 + r - TM, N - 1u) * K + k);
+}
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
     let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
-    // This subgroup's 32 x 32 block of the tile, and its share of k.
+    // This subgroup's block of the tile, and its share of k.
     let sg = tid / SG;
-    let block = sg % BLOCKS;
-    let ks = sg / BLOCKS;
+    let block = sg % (SGM * SGN);
+    let ks = sg / (SGM * SGN);
     let bm = (block / SGN) * 32u;
     let bn = (block % SGN) * 32u;
+    // The block's 2 x 2 fragments, in named variables: an array of them indexed in a loop
+    // the driver does not unroll would live in memory.
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();
     var c11 = coop_mat16x16<f32, C>();
-    if (W_STAGED) {
-        for (var k0 = 0u; k0 < K; k0 += TK) {
-            stage_w(tid, n0, k0);
-            workgroupBarrier();
-            for (var kk = ks * 16u; kk < min(TK, K - k0); kk += SGK * 16u) {
-                // x rows are row-major: A fragments load transposed. Every index and stride is
-                // a `let` of its own: naga's coop loads and stores need them evaluated first.
-                let ia0 = (m0 + bm) * K + k0 + kk;
-                let ia1 = ia0 + 16u * K;
-                let stride = K;
-                let a0 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia0], stride);
-                let a1 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia1], stride);
-                let b0 = b_fragment(bn, n0, k0, kk);
-                let b1 = b_fragment(bn + 16u, n0, k0, kk);
-                c00 = coopMultiplyAdd(a0, b0, c00);
-                c01 = coopMultiplyAdd(a0, b1, c01);
-                c10 = coopMultiplyAdd(a1, b0, c10);
-                c11 = coopMultiplyAdd(a1, b1, c11);
+    var next: array<H8, LOADS>;
+    for (var j = 0u; j < LOADS; j++) {
+        next[j] = stage_vals(tid + j * WG_THREADS, m0, n0, 0u);
+    }
+    for (var k0 = 0u; k0 < K; k0 += TK) {
+        for (var j = 0u; j < LOADS; j++) {
+            let i = tid + j * WG_THREADS;
+            if (i < CHUNKS) {
+                let b = (i / (TK / 8u)) * RS + (i % (TK / 8u)) * 8u;
+                let v = next[j];
+                stage[b] = v.lo.x;
+                stage[b + 1u] = v.lo.y;
+                stage[b + 2u] = v.lo.z;
+                stage[b + 3u] = v.lo.w;
+                stage[b + 4u] = v.hi.x;
+                stage[b + 5u] = v.hi.y;
+                stage[b + 6u] = v.hi.z;
+                stage[b + 7u] = v.hi.w;
             }
-            workgroupBarrier();
         }
-    } else {
-        // Fragments straight from storage: the next step's load while this step multiplies
-        // (a latency-bound loop otherwise: 896x4864 at 8 rows took 139 us against 78 on the
-        // H200, prefill 512 gained 4%). The last step's prefetch rereads the last fragments.
-        let stride = K;
-        let k_first = min(ks * 16u, K - 16u);
-        let i0 = (m0 + bm) * K + k_first;
-        let i1 = i0 + 16u * K;
-        var a0 = coopLoadT<coop_mat16x16<f16, A>>(&x[i0], stride);
-        var a1 = coopLoadT<coop_mat16x16<f16, A>>(&x[i1], stride);
-        var b0 = b_fragment(bn, n0, 0u, k_first);
-        var b1 = b_fragment(bn + 16u, n0, 0u, k_first);
-        for (var k = ks * 16u; k < K; k += SGK * 16u) {
-            let kn = min(k + SGK * 16u, K - 16u);
-            let ia0 = (m0 + bm) * K + kn;
-            let ia1 = ia0 + 16u * K;
-            let na0 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia0], stride);
-            let na1 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia1], stride);
-            let nb0 = b_fragment(bn, n0, 0u, kn);
-            let nb1 = b_fragment(bn + 16u, n0, 0u, kn);
+        workgroupBarrier();
+        // The next stage's words load while this one multiplies.
+        if (k0 + TK < K) {
+            for (var j = 0u; j < LOADS; j++) {
+                next[j] = stage_vals(tid + j * WG_THREADS, m0, n0, k0 + TK);
+            }
+        }
+        // A constant trip count: the loop unrolls.
+        for (var t = 0u; t < TK / 16u / SGK; t++) {
+            let kk = (t * SGK + ks) * 16u;
+            // Every index and stride is a `let` of its own: naga's coop loads need them
+            // evaluated first.
+            let stride = RS;
+            let pa = bm * RS + kk;
+            let pa1 = pa + 16u * RS;
+            let pb = W_BASE + bn * RS + kk;
+            let pb1 = pb + 16u * RS;
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&stage[pa], stride);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&stage[pa1], stride);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&stage[pb], stride);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&stage[pb1], stride);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
             c10 = coopMultiplyAdd(a1, b0, c10);
             c11 = coopMultiplyAdd(a1, b1, c11);
-            a0 = na0;
-            a1 = na1;
-            b0 = nb0;
-            b1 = nb1;
         }
+        workgroupBarrier();
     }
-    let stride = TN;
-    let o00 = ks * TM * TN + bm * TN + bn;
-    let o01 = o00 + 16u;
-    let o10 = o00 + 16u * TN;
-    let o11 = o10 + 16u;
-    let r00 = c00;
-    let r01 = c01;
-    let r10 = c10;
-    let r11 = c11;
-    coopStoreT(r00, &tile[o00], stride);
-    coopStoreT(r01, &tile[o01], stride);
-    coopStoreT(r10, &tile[o10], stride);
-    coopStoreT(r11, &tile[o11], stride);
+    // One fragment at a time: every subgroup stores its share, the first k share's lanes add
+    // the others and store the pairs.
+    store_fragment(c00, tid, m0 + bm, n0 + bn, rows);
+    store_fragment(c01, tid, m0 + bm, n0 + bn + 16u, rows);
+    store_fragment(c10, tid, m0 + bm + 16u, n0 + bn, rows);
+    store_fragment(c11, tid, m0 + bm + 16u, n0 + bn + 16u, rows);
+}
+
+// Stores the 16 x 16 outputs at (fm, fn_) of the block whose k shares hold c (called by every
+// invocation: it has barriers).
+fn store_fragment(c: coop_mat16x16<f32, C>, tid: u32, fm: u32, fn_: u32, rows: u32) {
+    let sg = tid / SG;
+    let stride = 16u;
+    let own = sg * 256u;
+    coopStoreT(c, &frag[own], stride);
     workgroupBarrier();
-    for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
-        let m = i / (TN / 2u);
-        let n = (i % (TN / 2u)) * 2u;
-        if (m0 + m < rows && n0 + n < N) {
-            var v = vec2<f32>(0.0);
-            for (var s = 0u; s < SGK; s++) {
-                let t = s * TM * TN + m * TN + n;
-                v += vec2<f32>(tile[t], tile[t + 1u]);
+    if (sg < SGM * SGN) {
+        for (var p = tid % SG; p < 128u; p += SG) {
+            let m = p / 8u;
+            let n = (p % 8u) * 2u;
+            if (fm + m < rows && fn_ + n < N) {
+                var v = vec2<f32>(0.0);
+                for (var s = 0u; s < SGK; s++) {
+                    let t = own + s * SGM * SGN * 256u + m * 16u + n;
+                    v += vec2<f32>(frag[t], frag[t + 1u]);
+                }
+                store_pair(fm + m, fn_ + n, v.x, v.y);
             }
-            store_pair(m0 + m, n0 + n, v.x, v.y);
         }
     }
+    workgroupBarrier();
 }

@@ -171,24 +171,26 @@ pub struct LinearConfig {
     pub tuned: Option<&'static GemvTable>,
 }
 
-/// A workgroup shape of the tensor-core core (lib/linear_coop): sgm x sgn blocks of 32 x 32
-/// outputs, each shared by sgk subgroups that split k between them; quantized weights are
-/// dequantized into workgroup memory in k slices of tk.
-#[derive(Clone, Copy, Debug)]
+/// A workgroup shape of a tensor-core core: sgm x sgn blocks of 32 x 32 outputs, each shared by
+/// sgk subgroups that split k between them, in k slices of tk. `staged`: lib/linear_coop (x and
+/// W staged through workgroup memory), else lib/linear_coop_split (fragments straight from
+/// storage; only quantized weights are staged, dequantized).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct CoopShape {
     sgm: u32,
     sgn: u32,
     sgk: u32,
     tk: u32,
+    staged: bool,
 }
 
-/// The prefill core's: the best of eight shapes on the H200 for every Qwen2.5-0.5B weight at
-/// 512 to 2048 rows (docs/PERF.md).
-const COOP_PREFILL: CoopShape = CoopShape { sgm: 1, sgn: 2, sgk: 2, tk: 64 };
+/// The prefill core's: the best of six shapes on the H200 for Qwen2.5-0.5B prefill at 512 and
+/// 2048 tokens (docs/PERF.md).
+const COOP_PREFILL: CoopShape = CoopShape { sgm: 2, sgn: 2, sgk: 1, tk: 64, staged: true };
 /// `Core::Split`'s: 32 x 32 tiles whose k is shared by 8 subgroups. At 8 to 64 rows on the H200
-/// it takes 44 us on the 896x4864 weight against the prefill shape's 136, 14 against 27 on
-/// 896x896 (docs/PERF.md).
-const COOP_SPLIT: CoopShape = CoopShape { sgm: 1, sgn: 1, sgk: 8, tk: 128 };
+/// it takes 43 us on the 896x4864 weight, against 136 in the direct core's prefill shape and 84
+/// in the staged core's best split shape (docs/PERF.md).
+const COOP_SPLIT: CoopShape = CoopShape { sgm: 1, sgn: 1, sgk: 8, tk: 128, staged: false };
 
 impl CoopShape {
     /// (rows, columns) of a workgroup's output tile.
@@ -196,12 +198,46 @@ impl CoopShape {
         (32 * self.sgm, 32 * self.sgn)
     }
 
-    /// Workgroup memory: the f32 output tile of each k share and, for quantized weights, a W
-    /// slice (f16, rows tk + 8 apart).
+    fn subgroups(&self) -> u32 {
+        self.sgm * self.sgn * self.sgk
+    }
+
+    /// Workgroup memory. Staged: the x and W rows of a k slice (f16, rows tk + 8 apart) and one
+    /// f32 fragment per subgroup. Direct: a W slice (quantized weights) and the f32 output tile
+    /// of each k share.
     fn workgroup_bytes(&self) -> u32 {
         let (tm, tn) = self.tile();
-        tn * (self.tk + 8) * 2 + self.sgk * tm * tn * 4
+        match self.staged {
+            true => (tm + tn) * (self.tk + 8) * 2 + self.subgroups() * 256 * 4,
+            false => tn * (self.tk + 8) * 2 + self.sgk * tm * tn * 4,
+        }
     }
+
+    /// Kernel developers' knob: `WGINFER_COOP_PREFILL` / `WGINFER_COOP_SPLIT` = "sgm,sgn,sgk,tk"
+    /// replaces the built-in shape of that core (to measure shapes on a device).
+    fn or_env(self, var: &str) -> CoopShape {
+        let Ok(v) = std::env::var(var) else { return self };
+        let n: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        match n[..] {
+            [sgm, sgn, sgk, tk] if sgm * sgn * sgk > 0 && tk % (16 * sgk) == 0 => {
+                CoopShape { sgm, sgn, sgk, tk, ..self }
+            }
+            _ => {
+                eprintln!("warning: {var}={v:?} is not sgm,sgn,sgk,tk (tk a multiple of 16 sgk); ignored");
+                self
+            }
+        }
+    }
+}
+
+fn coop_prefill() -> CoopShape {
+    static S: std::sync::OnceLock<CoopShape> = std::sync::OnceLock::new();
+    *S.get_or_init(|| COOP_PREFILL.or_env("WGINFER_COOP_PREFILL"))
+}
+
+fn coop_split() -> CoopShape {
+    static S: std::sync::OnceLock<CoopShape> = std::sync::OnceLock::new();
+    *S.get_or_init(|| COOP_SPLIT.or_env("WGINFER_COOP_SPLIT"))
 }
 
 impl LinearConfig {
@@ -209,8 +245,8 @@ impl LinearConfig {
     pub fn for_adapter(caps: &Caps) -> LinearConfig {
         let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
         let fits = |c: CoopShape| caps.coop_matrix && c.workgroup_bytes() <= caps.max_workgroup_storage;
-        let coop = fits(COOP_PREFILL).then_some(caps.max_subgroup_size);
-        let coop_split = coop.is_some() && fits(COOP_SPLIT);
+        let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
+        let coop_split = coop.is_some() && fits(coop_split());
         LinearConfig { subgroups, coop, coop_split, ..Default::default() }
     }
 
@@ -229,7 +265,7 @@ impl LinearConfig {
     /// (rows, columns) of one workgroup's output tile in the prefill core a weight gets.
     fn prefill_tile(&self, weight: WeightType, s: &LinearShape) -> (u32, u32) {
         match self.coop_for(weight, s.k, s.n) {
-            Some(_) => COOP_PREFILL.tile(),
+            Some(_) => coop_prefill().tile(),
             None => (self.tiles.tm, self.tiles.tn),
         }
     }
@@ -355,11 +391,6 @@ pub fn sources(
     };
     let w = weight.libs();
     let (tm, tn) = cfg.prefill_tile(weight, s);
-    // f16 weights are B fragments as they lie; other types go through workgroup memory.
-    let coop_b: &[&str] = match weight {
-        WeightType::F16 => &["lib/coop_b_direct"],
-        _ => &[w, &["lib/coop_b_staged"]].concat(),
-    };
     let coop = |sg: u32, c: CoopShape| {
         let (tm, tn) = c.tile();
         let d = base
@@ -368,13 +399,23 @@ pub fn sources(
             .u32("TN", tn)
             .u32("TK", c.tk)
             .u32("SG", sg)
+            .u32("SGM", c.sgm)
             .u32("SGN", c.sgn)
             .u32("SGK", c.sgk)
-            .u32("WG_THREADS", c.sgm * c.sgn * c.sgk * sg);
-        assemble(name, &d, &[coop_b, &["lib/linear_coop"]].concat())
+            .u32("WG_THREADS", c.subgroups() * sg);
+        // f16 weights are read as they lie; other types are dequantized on the way.
+        let (w_f16, w_other, core) = match c.staged {
+            true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop"),
+            false => ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split"),
+        };
+        let pieces = match weight {
+            WeightType::F16 => vec![w_f16, core],
+            _ => [w, &[w_other, core]].concat(),
+        };
+        assemble(name, &d, &pieces)
     };
     let tiled = match cfg.coop_for(weight, s.k, s.n) {
-        Some(sg) => coop(sg, COOP_PREFILL),
+        Some(sg) => coop(sg, coop_prefill()),
         None => {
             let d = prefill_defs(tm, t.wg_x * t.wg_y)
                 .u32("TM", tm)
@@ -394,7 +435,7 @@ pub fn sources(
         let d = d.u32("GEMV_ROWS", rows);
         (Core::GemvBatch(rows), assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat()))
     });
-    let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, COOP_SPLIT)));
+    let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, coop_split())));
     [(Core::Gemv, one), (Core::Prefill, tiled)].into_iter().chain(batch).chain(split).collect()
 }
 
@@ -447,7 +488,7 @@ impl LinearKernels {
             Core::GemvBatch(built) => grid(groups(self.n, self.gemv_rows.1[batch_variant(built, rows)])),
             Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
             Core::Split => {
-                let (tm, tn) = COOP_SPLIT.tile();
+                let (tm, tn) = coop_split().tile();
                 [groups(self.n, tn), groups(rows, tm), 1]
             }
         }
@@ -492,8 +533,9 @@ impl BoundLinear {
             false => (kernels.prefill.bind_at(gpu, &with_norm), None, None),
             true => {
                 let x = buffers[1];
-                // Whole tiles of rows: the core reads past the step's last row.
-                let rows = x.size() / (4 * u64::from(kernels.k)) + u64::from(kernels.tile.0);
+                // Whole tiles of rows: the cores read past the step's last row.
+                let tile_rows = kernels.tile.0.max(coop_split().tile().0);
+                let rows = x.size() / (4 * u64::from(kernels.k)) + u64::from(tile_rows);
                 let x16 = gpu.scratch("x_f16", rows * u64::from(kernels.k) * 2)?;
                 let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
                 let mut coop_entries = entries.clone();

@@ -1,0 +1,118 @@
+enable f16;
+enable wgpu_cooperative_matrix;
+// Tensor-core matmul core for steps of few rows (Core::Split: 9 to 64 rows on weights of few
+// outputs): y[m, n] = sum_k x[m, k] * W[n, k], through cooperative matrices (16x16 f16
+// fragments, f32 accumulation). A workgroup computes a TM x TN tile with SGM x SGN x SGK
+// subgroups: each 32 x 32 block (2 x 2 accumulators) is shared by SGK subgroups taking every
+// SGK-th 16-wide step of k (split-K, so weights with few rows still give every SM enough
+// subgroups to hide load latency), whose sums meet in workgroup memory.
+// Fragments load straight from storage (x as f16 rows from ops/input_f16): with so few rows,
+// staging them through workgroup memory as lib/linear_coop does made these steps slower on
+// the H200 (896x4864 at 8 to 64 rows: 84 us against 43, docs/PERF.md). B fragments come from
+// lib/coop_b_* (straight from f16 weights, or from a dequantized slice in workgroup memory). The
+// finished tile goes through workgroup memory once more so the kernel's store_pair (bias, RoPE,
+// SwiGLU, residual) sees plain (m, n) pairs.
+// Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_b_*:
+// W_STAGED, stage_w, b_fragment. Constants: K and N (multiples of 16), TM = 32 * SGM,
+// TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG (the subgroup size),
+// WG_THREADS = SGM * SGN * SGK * SG.
+// x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
+alias XElem = f16;
+
+const BLOCKS: u32 = TM / 32u * SGN;
+
+var<workgroup> tile: array<f32, SGK * TM * TN>;
+
+@compute @workgroup_size(WG_THREADS)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let m0 = wg.y * TM;
+    let n0 = wg.x * TN;
+    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
+    // This subgroup's 32 x 32 block of the tile, and its share of k.
+    let sg = tid / SG;
+    let block = sg % BLOCKS;
+    let ks = sg / BLOCKS;
+    let bm = (block / SGN) * 32u;
+    let bn = (block % SGN) * 32u;
+    var c00 = coop_mat16x16<f32, C>();
+    var c01 = coop_mat16x16<f32, C>();
+    var c10 = coop_mat16x16<f32, C>();
+    var c11 = coop_mat16x16<f32, C>();
+    if (W_STAGED) {
+        for (var k0 = 0u; k0 < K; k0 += TK) {
+            stage_w(tid, n0, k0);
+            workgroupBarrier();
+            for (var kk = ks * 16u; kk < min(TK, K - k0); kk += SGK * 16u) {
+                // x rows are row-major: A fragments load transposed. Every index and stride is
+                // a `let` of its own: naga's coop loads and stores need them evaluated first.
+                let ia0 = (m0 + bm) * K + k0 + kk;
+                let ia1 = ia0 + 16u * K;
+                let stride = K;
+                let a0 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia0], stride);
+                let a1 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia1], stride);
+                let b0 = b_fragment(bn, n0, k0, kk);
+                let b1 = b_fragment(bn + 16u, n0, k0, kk);
+                c00 = coopMultiplyAdd(a0, b0, c00);
+                c01 = coopMultiplyAdd(a0, b1, c01);
+                c10 = coopMultiplyAdd(a1, b0, c10);
+                c11 = coopMultiplyAdd(a1, b1, c11);
+            }
+            workgroupBarrier();
+        }
+    } else {
+        // Fragments straight from storage: the next step's load while this step multiplies
+        // (a latency-bound loop otherwise: 896x4864 at 8 rows took 139 us against 78 on the
+        // H200, prefill 512 gained 4%). The last step's prefetch rereads the last fragments.
+        let stride = K;
+        let k_first = min(ks * 16u, K - 16u);
+        let i0 = (m0 + bm) * K + k_first;
+        let i1 = i0 + 16u * K;
+        var a0 = coopLoadT<coop_mat16x16<f16, A>>(&x[i0], stride);
+        var a1 = coopLoadT<coop_mat16x16<f16, A>>(&x[i1], stride);
+        var b0 = b_fragment(bn, n0, 0u, k_first);
+        var b1 = b_fragment(bn + 16u, n0, 0u, k_first);
+        for (var k = ks * 16u; k < K; k += SGK * 16u) {
+            let kn = min(k + SGK * 16u, K - 16u);
+            let ia0 = (m0 + bm) * K + kn;
+            let ia1 = ia0 + 16u * K;
+            let na0 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia0], stride);
+            let na1 = coopLoadT<coop_mat16x16<f16, A>>(&x[ia1], stride);
+            let nb0 = b_fragment(bn, n0, 0u, kn);
+            let nb1 = b_fragment(bn + 16u, n0, 0u, kn);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+            a0 = na0;
+            a1 = na1;
+            b0 = nb0;
+            b1 = nb1;
+        }
+    }
+    let stride = TN;
+    let o00 = ks * TM * TN + bm * TN + bn;
+    let o01 = o00 + 16u;
+    let o10 = o00 + 16u * TN;
+    let o11 = o10 + 16u;
+    let r00 = c00;
+    let r01 = c01;
+    let r10 = c10;
+    let r11 = c11;
+    coopStoreT(r00, &tile[o00], stride);
+    coopStoreT(r01, &tile[o01], stride);
+    coopStoreT(r10, &tile[o10], stride);
+    coopStoreT(r11, &tile[o11], stride);
+    workgroupBarrier();
+    for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
+        let m = i / (TN / 2u);
+        let n = (i % (TN / 2u)) * 2u;
+        if (m0 + m < rows && n0 + n < N) {
+            var v = vec2<f32>(0.0);
+            for (var s = 0u; s < SGK; s++) {
+                let t = s * TM * TN + m * TN + n;
+                v += vec2<f32>(tile[t], tile[t + 1u]);
+            }
+            store_pair(m0 + m, n0 + n, v.x, v.y);
+        }
+    }
+}
