@@ -57,6 +57,9 @@ pub struct Caps {
     pub max_buffer: u64,
     pub max_workgroup_storage: u32,
     pub storage_offset_alignment: u32,
+    /// A CPU adapter (lavapipe, llvmpipe): each workgroup runs as a loop over its invocations,
+    /// a barrier is a switch between them.
+    pub cpu: bool,
 }
 
 /// The device, its queue, what it can do, and the cache of compiled kernels.
@@ -184,6 +187,7 @@ impl Gpu {
             max_buffer: limits.max_buffer_size,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
+            cpu: info.device_type == wgpu::DeviceType::Cpu,
         };
         Ok(Gpu {
             device,

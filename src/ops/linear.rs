@@ -57,10 +57,15 @@ pub struct GemvShape {
 }
 
 impl GemvShape {
-    /// The default for a `[n, k]` weight, from the H200 sweep in docs/PERF.md: many rows want
+    /// The default for a `[n, k]` weight. From the H200 sweep in docs/PERF.md: many rows want
     /// short lane groups (more rows in flight), few rows want long ones (more loads per row in
-    /// flight); one output per lane group.
-    pub fn heuristic(_k: u32, n: u32) -> GemvShape {
+    /// flight); one output per lane group. On a CPU adapter lane groups of 8 with two outputs
+    /// each: the sums stay in one SIMD-wide subgroup (shuffles, no barrier) and each lane gets a
+    /// long k loop (lavapipe, `wginfer tune --quick`: SmolLM2's 3072x576 Q4_1 6.5 -> 0.86 ms).
+    pub fn heuristic(_k: u32, n: u32, cpu: bool) -> GemvShape {
+        if cpu {
+            return GemvShape { lanes: 8, rows: 2, threads: 256 };
+        }
         let lanes = if n >= 8192 { 16 } else { 128 };
         GemvShape { lanes, rows: 1, threads: 256 }
     }
@@ -166,6 +171,8 @@ pub struct LinearConfig {
     pub coop: Option<u32>,
     /// `Core::Split` exists (tensor cores, and workgroup memory for its shape).
     pub coop_split: bool,
+    /// A CPU adapter: its own GEMV heuristic (`GemvShape::heuristic`).
+    pub cpu: bool,
     /// GEMV shapes `wginfer tune` measured on this adapter (see ops/tune.rs); weights not in it
     /// get the heuristic.
     pub tuned: Option<&'static GemvTable>,
@@ -247,7 +254,7 @@ impl LinearConfig {
         let fits = |c: CoopShape| caps.coop_matrix && c.workgroup_bytes() <= caps.max_workgroup_storage;
         let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
         let coop_split = coop.is_some() && fits(coop_split());
-        LinearConfig { subgroups, coop, coop_split, ..Default::default() }
+        LinearConfig { subgroups, coop, coop_split, cpu: caps.cpu, ..Default::default() }
     }
 
     /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every
@@ -294,7 +301,7 @@ impl LinearConfig {
     pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
         self.gemv
             .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
-            .unwrap_or_else(|| GemvShape::heuristic(k, n))
+            .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu))
     }
 }
 
