@@ -30,18 +30,38 @@ impl Default for Tiles {
     }
 }
 
+/// The tiled core's shape on CPU adapters: 64 threads, each an 8 x 16 micro-tile. A workgroup
+/// runs as a loop over its invocations there, so fewer invocations with more work each (and
+/// fewer to switch between at a barrier) win: lavapipe, SmolLM2 Q4_1, a 64-token prefill 26 ->
+/// 45 tok/s (docs/PERF.md).
+const CPU_TILES: Tiles = Tiles { tm: 64, tn: 128, tk: 16, wg_x: 8, wg_y: 8 };
+
 impl Tiles {
+    /// Kernel developers' knob: `WGINFER_TILES` = "tm,tn,tk,wg_x,wg_y" replaces the shape (to
+    /// measure shapes on an adapter; `check` still applies).
+    fn or_env(self) -> Tiles {
+        let Ok(v) = std::env::var("WGINFER_TILES") else { return self };
+        match v.split(',').map(|x| x.trim().parse().ok()).collect::<Option<Vec<u32>>>().as_deref() {
+            Some(&[tm, tn, tk, wg_x, wg_y]) => Tiles { tm, tn, tk, wg_x, wg_y },
+            _ => {
+                eprintln!("warning: WGINFER_TILES={v:?} is not tm,tn,tk,wg_x,wg_y; ignored");
+                self
+            }
+        }
+    }
+
     pub fn check(&self) -> Result<()> {
         let ok = self.tm.is_multiple_of(self.wg_y)
             && self.tn.is_multiple_of(self.wg_x)
             && (self.tn / self.wg_x).is_multiple_of(2)
             && self.tk.is_multiple_of(4)
             && self.wg_x * self.wg_y <= 256
+            && self.wg_x * self.wg_y >= self.tm
             && (self.tm * self.tk / 4).is_multiple_of(self.wg_x * self.wg_y)
             && (self.tn * self.tk / 4).is_multiple_of(self.wg_x * self.wg_y);
         anyhow::ensure!(
             ok,
-            "tile config {self:?} is invalid (tn/wg_x even, tk a multiple of 4, at most 256 threads, tiles of x and W whole loads per thread)"
+            "tile config {self:?} is invalid (tn/wg_x even, tk a multiple of 4, tm to 256 threads, tiles of x and W whole loads per thread)"
         );
         Ok(())
     }
@@ -254,7 +274,8 @@ impl LinearConfig {
         let fits = |c: CoopShape| caps.coop_matrix && c.workgroup_bytes() <= caps.max_workgroup_storage;
         let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
         let coop_split = coop.is_some() && fits(coop_split());
-        LinearConfig { subgroups, coop, coop_split, cpu: caps.cpu, ..Default::default() }
+        let tiles = if caps.cpu { CPU_TILES } else { Tiles::default() }.or_env();
+        LinearConfig { tiles, subgroups, coop, coop_split, cpu: caps.cpu, ..Default::default() }
     }
 
     /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every
