@@ -40,14 +40,11 @@ impl Tiles {
     /// Kernel developers' knob: `WGINFER_TILES` = "tm,tn,tk,wg_x,wg_y" replaces the shape (to
     /// measure shapes on an adapter; `check` still applies).
     fn or_env(self) -> Tiles {
-        let Ok(v) = std::env::var("WGINFER_TILES") else { return self };
-        match v.split(',').map(|x| x.trim().parse().ok()).collect::<Option<Vec<u32>>>().as_deref() {
-            Some(&[tm, tn, tk, wg_x, wg_y]) => Tiles { tm, tn, tk, wg_x, wg_y },
-            _ => {
-                eprintln!("warning: WGINFER_TILES={v:?} is not tm,tn,tk,wg_x,wg_y; ignored");
-                self
-            }
-        }
+        let shape = shape_knob("WGINFER_TILES", "tm,tn,tk,wg_x,wg_y", |n| match *n {
+            [tm, tn, tk, wg_x, wg_y] => Some(Tiles { tm, tn, tk, wg_x, wg_y }),
+            _ => None,
+        });
+        shape.unwrap_or(self)
     }
 
     pub fn check(&self) -> Result<()> {
@@ -243,18 +240,26 @@ impl CoopShape {
     /// Kernel developers' knob: `WGINFER_COOP_PREFILL` / `WGINFER_COOP_SPLIT` = "sgm,sgn,sgk,tk"
     /// replaces the built-in shape of that core (to measure shapes on a device).
     fn or_env(self, var: &str) -> CoopShape {
-        let Ok(v) = std::env::var(var) else { return self };
-        let n: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-        match n[..] {
+        let shape = shape_knob(var, "sgm,sgn,sgk,tk (tk a multiple of 16 sgk)", |n| match *n {
             [sgm, sgn, sgk, tk] if sgm * sgn * sgk > 0 && tk % (16 * sgk) == 0 => {
-                CoopShape { sgm, sgn, sgk, tk, ..self }
+                Some(CoopShape { sgm, sgn, sgk, tk, ..self })
             }
-            _ => {
-                eprintln!("warning: {var}={v:?} is not sgm,sgn,sgk,tk (tk a multiple of 16 sgk); ignored");
-                self
-            }
-        }
+            _ => None,
+        });
+        shape.unwrap_or(self)
     }
+}
+
+/// A shape from the kernel developers' knob `var` (comma-separated numbers that `shape` takes),
+/// or `None` when it is unset or not such a shape (said on stderr, naming `form`).
+fn shape_knob<T>(var: &str, form: &str, shape: impl Fn(&[u32]) -> Option<T>) -> Option<T> {
+    let v = std::env::var(var).ok()?;
+    let parsed = v.split(',').map(|x| x.trim().parse().ok()).collect::<Option<Vec<u32>>>();
+    let s = parsed.and_then(|n| shape(&n));
+    if s.is_none() {
+        eprintln!("warning: {var}={v:?} is not {form}; ignored");
+    }
+    s
 }
 
 fn coop_prefill() -> CoopShape {
