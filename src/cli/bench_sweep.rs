@@ -124,11 +124,14 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         // --profile: the timings of the last step that ran a decode row for every client.
         let mut full_step = Vec::new();
         while done < requests || !batcher.is_idle() {
-            let started = Instant::now();
+            // A call waits for (and reads) the step the previous call submitted.
+            let (started, rows) = (Instant::now(), batcher.last_rows);
             let events = batcher.step(&mut engine)?;
-            let bucket = by_rows.entry(batcher.last_rows.next_power_of_two()).or_default();
-            *bucket = (bucket.0 + 1, bucket.1 + started.elapsed().as_secs_f64() * 1e3);
-            if a.profile && batcher.last_rows == b {
+            if rows > 0 {
+                let bucket = by_rows.entry(rows.next_power_of_two()).or_default();
+                *bucket = (bucket.0 + 1, bucket.1 + started.elapsed().as_secs_f64() * 1e3);
+            }
+            if a.profile && rows == b {
                 full_step.clone_from(&engine.forward.timings);
             }
             for ev in events {
