@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint drivers xvfb model gemma3 build console openai-venv fuzz
+.PHONY: run test lint wasm-check drivers xvfb model gemma3 build console openai-venv fuzz
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -29,6 +29,11 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --workspace -- -D warnings
 
+# The engine built for the browser (wasm32, wgpu's WebGPU backend), linted: it must keep building.
+wasm-check:
+	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+
 # Xvfb, for the console's headless window test.
 xvfb:
 	command -v xvfb-run >/dev/null || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq xvfb xauth >/dev/null)
@@ -40,7 +45,7 @@ openai-venv:
 # Everything CI runs: formatting, lints and every test, on the default adapter (lavapipe on a
 # machine without a GPU); tests/portable.rs also covers the no-f16/no-subgroup path and GL.
 # A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
-test: drivers xvfb model gemma3 openai-venv lint
+test: drivers xvfb model gemma3 openai-venv lint wasm-check
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
 	FUZZ_SECONDS=$(FUZZ_CI_SECONDS) ./scripts/fuzz.sh
 

@@ -2,8 +2,8 @@
 //! timing (a batch of one through the same step as the batcher's). Front ends (CLI, console,
 //! server) drive it; it writes nothing to stdout (loading draws a progress bar on stderr).
 
+use crate::Instant;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 
@@ -62,20 +62,33 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// The model at `path` (a GGUF file, or a Hugging Face folder) on the adapter `opts` picks.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &Path, opts: &EngineOptions) -> Result<Engine> {
         if !path.exists() {
             bail!("model path {} does not exist", path.display());
         }
         let gpu = Gpu::new(&opts.gpu)?;
-        let (forward, tokenizer) = if path.is_file() {
+        if path.is_file() {
             // A single file is a GGUF model; a folder is a Hugging Face model.
-            let file = crate::model::gguf::Gguf::open(path)?;
-            (crate::model::load_gguf(&gpu, &file, &opts.forward)?, Some(TextTokenizer::from_gguf(&file)?))
-        } else {
-            let tok = if path.join("tokenizer.json").exists() { Some(TextTokenizer::from_hf_dir(path)?) } else { None };
-            (crate::model::load_hf_dir(&gpu, path, &opts.forward)?, tok)
-        };
-        Ok(Engine::new(gpu, forward, tokenizer, path))
+            return Self::from_gguf(gpu, &crate::model::gguf::Gguf::open(path)?, path, &opts.forward);
+        }
+        let tok = if path.join("tokenizer.json").exists() { Some(TextTokenizer::from_hf_dir(path)?) } else { None };
+        let forward = crate::model::load_hf_dir(&gpu, path, &opts.forward)?;
+        Ok(Engine::new(gpu, forward, tok, path))
+    }
+
+    /// A GGUF model handed over as bytes (the browser's File API or `fetch`), on `gpu`; `name`
+    /// stands for its path in messages.
+    pub fn from_gguf_bytes(gpu: Gpu, name: &str, bytes: &[u8], opts: &ForwardOptions) -> Result<Engine> {
+        let path = Path::new(name);
+        Self::from_gguf(gpu, &crate::model::gguf::Gguf::from_bytes(path, bytes)?, path, opts)
+    }
+
+    fn from_gguf(gpu: Gpu, file: &crate::model::gguf::Gguf, path: &Path, opts: &ForwardOptions) -> Result<Engine> {
+        let forward = crate::model::load_gguf(&gpu, file, opts)?;
+        let tokenizer = TextTokenizer::from_gguf(file)?;
+        Ok(Engine::new(gpu, forward, Some(tokenizer), path))
     }
 
     /// An engine around an already built forward pass (benchmarks build synthetic ones).

@@ -79,6 +79,7 @@ pub struct Gpu {
 }
 
 /// Every adapter wgpu finds on `backends` (`None`: those `WGPU_BACKEND` allows, all when unset).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn list_adapters(backends: Option<wgpu::Backends>) -> Vec<wgpu::Adapter> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
     if let Some(b) = backends {
@@ -88,6 +89,7 @@ pub fn list_adapters(backends: Option<wgpu::Backends>) -> Vec<wgpu::Adapter> {
     pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn adapter_rank(info: &wgpu::AdapterInfo) -> u32 {
     use wgpu::DeviceType::*;
     match info.device_type {
@@ -100,6 +102,7 @@ fn adapter_rank(info: &wgpu::AdapterInfo) -> u32 {
 }
 
 impl Gpu {
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(opts: &GpuOptions) -> Result<Gpu> {
         let mut adapters = list_adapters(opts.backends);
         if adapters.is_empty() {
@@ -116,7 +119,29 @@ impl Gpu {
         Self::from_adapter(adapter, opts)
     }
 
+    /// The page's WebGPU adapter (a browser offers one to ask for).
+    #[cfg(target_arch = "wasm32")]
+    pub async fn new_async(opts: &GpuOptions) -> Result<Gpu> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+        let instance = wgpu::Instance::new(desc);
+        let want = wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        };
+        let adapter = instance
+            .request_adapter(&want)
+            .await
+            .context("this browser offers no WebGPU adapter (Chromium needs --enable-unsafe-webgpu on Linux)")?;
+        Self::from_adapter_async(adapter, opts).await
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn from_adapter(adapter: wgpu::Adapter, opts: &GpuOptions) -> Result<Gpu> {
+        pollster::block_on(Self::from_adapter_async(adapter, opts))
+    }
+
+    pub async fn from_adapter_async(adapter: wgpu::Adapter, opts: &GpuOptions) -> Result<Gpu> {
         let info = adapter.get_info();
         if !adapter.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
             bail!(
@@ -148,21 +173,23 @@ impl Gpu {
         );
         // Ask for what the adapter really has, not WebGPU's defaults (128 MiB bindings etc.).
         let limits = adapter.limits();
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("wginfer"),
-            required_features: features,
-            required_limits: limits.clone(),
-            // SAFETY: the only experimental feature requested is cooperative matrices, used by
-            // one kernel (lib/linear_coop) that the tests check against a CPU reference.
-            experimental_features: if coop_matrix {
-                unsafe { wgpu::ExperimentalFeatures::enabled() }
-            } else {
-                wgpu::ExperimentalFeatures::disabled()
-            },
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
-        }))
-        .with_context(|| format!("requesting a device from adapter {:?}", info.name))?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wginfer"),
+                required_features: features,
+                required_limits: limits.clone(),
+                // SAFETY: the only experimental feature requested is cooperative matrices, used by
+                // one kernel (lib/linear_coop) that the tests check against a CPU reference.
+                experimental_features: if coop_matrix {
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .with_context(|| format!("requesting a device from adapter {:?}", info.name))?;
         let faults = Arc::new(Faults::default());
         let f = faults.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| Faults::keep(&f.error, e.to_string())));
@@ -235,16 +262,12 @@ impl Gpu {
                 mib(cap)
             );
         }
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage,
-            mapped_at_creation: false,
+        let ((buffer, invalid), oom) = self.caught(wgpu::ErrorFilter::OutOfMemory, || {
+            self.caught(wgpu::ErrorFilter::Validation, || {
+                let desc = wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false };
+                self.device.create_buffer(&desc)
+            })
         });
-        // Both futures are ready at once (wgpu-core reports errors as the call returns).
-        let (invalid, oom) = (pollster::block_on(invalid.pop()), pollster::block_on(oom.pop()));
         if let Some(e) = oom {
             bail!("out of GPU memory: {label:?} needs {:.1} MiB with {:.1} MiB in use: {e}", mib(size), mib(in_use));
         }
@@ -254,6 +277,24 @@ impl Gpu {
         self.buffers_created.fetch_add(1, Ordering::Relaxed);
         self.bytes_allocated.fetch_add(size, Ordering::Relaxed);
         Ok(buffer)
+    }
+
+    /// Runs `f` inside an error scope of `filter`, and what the scope caught. Natively wgpu
+    /// answers as the call returns, so the answer is waited for. In a page the browser answers
+    /// later, so no scope is pushed there: an error reaches `check` through the device's
+    /// uncaptured-error handler instead.
+    pub(super) fn caught<T>(&self, filter: wgpu::ErrorFilter, f: impl FnOnce() -> T) -> (T, Option<wgpu::Error>) {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let scope = self.device.push_error_scope(filter);
+            let value = f();
+            (value, pollster::block_on(scope.pop()))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = filter;
+            (f(), None)
+        }
     }
 
     /// Why the device was lost, if it was (`Device::destroy`, a driver reset, an error that

@@ -6,5 +6,7 @@ mod pipelines;
 pub mod profiler;
 pub mod shader;
 
-pub use context::{list_adapters, Caps, Gpu, GpuOptions};
+#[cfg(not(target_arch = "wasm32"))]
+pub use context::list_adapters;
+pub use context::{Caps, Gpu, GpuOptions};
 pub use pipelines::{Bound, Kernel};

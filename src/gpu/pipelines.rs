@@ -32,34 +32,36 @@ impl Kernel {
         if let Some(p) = cache.by_source.get(&source) {
             return Ok(Kernel { name, pipeline: p.clone() });
         }
-        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let desc = wgpu::ShaderModuleDescriptor {
-            label: Some(name),
-            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-        };
-        // naga bounds every loop with a hidden counter by default (against infinite loops in
-        // untrusted shaders); the extra exit stops drivers from unrolling constant-count loops,
-        // so per-row sums kept in arrays went to memory (wgpu#7698; the batched GEMV ran 2-4x
-        // slower, docs/PERF.md). Every loop here has a bound; bounds checks stay on.
-        let checks = wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() };
-        // SAFETY: the kernels are this crate's own WGSL, and each of their loops terminates
-        // (constant counts, or counts read from a uniform or a plan the engine writes).
-        let module = unsafe { gpu.device.create_shader_module_trusted(desc, checks) };
-        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(name),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            // Every kernel writes its workgroup memory before reading it (the sample kernel zeroes
-            // its histograms itself), so wgpu's zeroing is pure cost; on the GL backend its
-            // polyfill made llvmpipe take ~8 s instead of 0.7 s to compile a matmul pair.
-            compilation_options: wgpu::PipelineCompilationOptions {
-                zero_initialize_workgroup_memory: false,
-                ..Default::default()
-            },
-            cache: None,
+        let (pipeline, err) = gpu.caught(wgpu::ErrorFilter::Validation, || {
+            let desc = wgpu::ShaderModuleDescriptor {
+                label: Some(name),
+                source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+            };
+            // naga bounds every loop with a hidden counter by default (against infinite loops in
+            // untrusted shaders); the extra exit stops drivers from unrolling constant-count loops,
+            // so per-row sums kept in arrays went to memory (wgpu#7698; the batched GEMV ran 2-4x
+            // slower, docs/PERF.md). Every loop here has a bound; bounds checks stay on.
+            let checks =
+                wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() };
+            // SAFETY: the kernels are this crate's own WGSL, and each of their loops terminates
+            // (constant counts, or counts read from a uniform or a plan the engine writes).
+            let module = unsafe { gpu.device.create_shader_module_trusted(desc, checks) };
+            gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(name),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                // Every kernel writes its workgroup memory before reading it (the sample kernel zeroes
+                // its histograms itself), so wgpu's zeroing is pure cost; on the GL backend its
+                // polyfill made llvmpipe take ~8 s instead of 0.7 s to compile a matmul pair.
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    zero_initialize_workgroup_memory: false,
+                    ..Default::default()
+                },
+                cache: None,
+            })
         });
-        if let Some(err) = pollster::block_on(scope.pop()) {
+        if let Some(err) = err {
             return Err(anyhow!("kernel {name} failed to compile on this adapter: {err}"));
         }
         let pipeline = Arc::new(pipeline);

@@ -4,12 +4,11 @@
 //! error naming it, never a panic or a huge allocation: what the header allocates is charged to
 //! a budget the size of the file.
 
+use super::mapped::FileBytes;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use memmap2::Mmap;
 
 use super::config::{positive, valid_size, Activation, Arch, BlockOptions, ModelConfig, RopeScaling, MAX_SIZE};
 use super::tensor::{DType, HostTensor, TensorSource};
@@ -67,7 +66,7 @@ pub struct Gguf {
     pub version: u32,
     pub meta: HashMap<String, Meta>,
     tensors: HashMap<String, TensorInfo>,
-    map: Mmap,
+    map: FileBytes,
 }
 
 /// What parsing a header may allocate beyond the size of its file: files that hold a tokenizer
@@ -172,22 +171,20 @@ impl<'a> Cursor<'a> {
 
 impl Gguf {
     pub fn open(path: &Path) -> Result<Gguf> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        // SAFETY: read-only map of a file not expected to change while loaded.
-        let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
-        Self::parse_named(path, map)
+        Self::parse_named(path, FileBytes::open(path)?)
     }
 
-    /// Parses `bytes` as the GGUF file `path` would be parsed (fuzz targets, tests).
+    /// Parses `bytes` as the GGUF file `path` would be parsed (a file handed over in memory,
+    /// fuzz targets, tests).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Gguf> {
-        Self::parse_named(path, super::mapped::copy_to_map(bytes)?)
+        Self::parse_named(path, FileBytes::copy(bytes))
     }
 
-    fn parse_named(path: &Path, map: Mmap) -> Result<Gguf> {
+    fn parse_named(path: &Path, map: FileBytes) -> Result<Gguf> {
         Self::parse(path, map).with_context(|| format!("{} is not a valid GGUF file", path.display()))
     }
 
-    fn parse(path: &Path, map: Mmap) -> Result<Gguf> {
+    fn parse(path: &Path, map: FileBytes) -> Result<Gguf> {
         let mut c = Cursor { b: &map, pos: 0, budget: map.len().saturating_add(ALLOC_SLACK) };
         if c.take(4, "magic")? != b"GGUF" {
             bail!("bad magic (expected \"GGUF\")");

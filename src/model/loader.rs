@@ -4,7 +4,6 @@
 use std::cell::Cell;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::config::ModelConfig;
 use super::tensor::{HostTensor, TensorSource};
@@ -166,6 +165,31 @@ impl Loader<'_> {
     }
 }
 
+/// The load's progress on stderr.
+#[cfg(not(target_arch = "wasm32"))]
+type ProgressBar = indicatif::ProgressBar;
+
+#[cfg(not(target_arch = "wasm32"))]
+fn progress_bar(tensors: u64) -> ProgressBar {
+    let style = indicatif::ProgressStyle::with_template("loading {bar:40} {pos}/{len} tensors");
+    ProgressBar::new(tensors).with_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()))
+}
+
+/// A page has no stderr to draw on.
+#[cfg(target_arch = "wasm32")]
+struct ProgressBar;
+
+#[cfg(target_arch = "wasm32")]
+impl ProgressBar {
+    fn inc(&self, _: u64) {}
+    fn finish_and_clear(&self) {}
+}
+
+#[cfg(target_arch = "wasm32")]
+fn progress_bar(_: u64) -> ProgressBar {
+    ProgressBar
+}
+
 /// Number of tensors `load_weights` reads (for the progress bar).
 fn tensor_count(cfg: &ModelConfig) -> u64 {
     let per_layer = 9 + 2 * usize::from(cfg.qk_norm) + 2 * usize::from(cfg.block.post_norms);
@@ -173,11 +197,7 @@ fn tensor_count(cfg: &ModelConfig) -> u64 {
 }
 
 pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Result<Weights> {
-    let bar = ProgressBar::new(tensor_count(cfg));
-    bar.set_style(
-        ProgressStyle::with_template("loading {bar:40} {pos}/{len} tensors")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = progress_bar(tensor_count(cfg));
     let ld = Loader { gpu, src, bar, file_bytes: Cell::new(0) };
     check_sizes(cfg, src)?;
     let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);

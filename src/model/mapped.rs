@@ -1,12 +1,56 @@
-//! Bytes from memory as a read-only map, so that the file readers (GGUF, safetensors) parse a
-//! buffer through the same code as a mapped file (fuzz targets and tests need no file).
+//! A model file's bytes, read through one type so the file readers (GGUF, safetensors) parse
+//! them with the same code whatever holds them: a read-only map of the file (native targets),
+//! or bytes in memory (what a caller hands over: the browser's File API or `fetch`, fuzz
+//! targets, tests).
 
 use anyhow::{Context, Result};
-use memmap2::{Mmap, MmapMut};
+use std::ops::Deref;
+use std::path::Path;
 
-/// A read-only anonymous map holding a copy of `bytes`.
-pub fn copy_to_map(bytes: &[u8]) -> Result<Mmap> {
-    let mut map = MmapMut::map_anon(bytes.len()).context("cannot map memory for the file's bytes")?;
-    map.copy_from_slice(bytes);
-    map.make_read_only().context("cannot make the map of the file's bytes read-only")
+pub enum FileBytes {
+    #[cfg(not(target_arch = "wasm32"))]
+    Mapped(memmap2::Mmap),
+    /// In 8-byte words, so that tensor data aligned in the file is aligned in memory, as in a
+    /// (page-aligned) map: readers view f32 and f16 tensors in place.
+    Owned { words: Vec<u64>, len: usize },
+}
+
+impl FileBytes {
+    /// The file at `path`: mapped where the target can map files, else read.
+    pub fn open(path: &Path) -> Result<FileBytes> {
+        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // SAFETY: a read-only map of a file not expected to change while it is loaded.
+            let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+            Ok(FileBytes::Mapped(map))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            let mut file = file;
+            file.read_to_end(&mut bytes).with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(FileBytes::copy(&bytes))
+        }
+    }
+
+    /// A copy of `bytes`.
+    pub fn copy(bytes: &[u8]) -> FileBytes {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+        FileBytes::Owned { words, len: bytes.len() }
+    }
+}
+
+impl Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            #[cfg(not(target_arch = "wasm32"))]
+            FileBytes::Mapped(map) => map,
+            FileBytes::Owned { words, len } => &bytemuck::cast_slice(words)[..*len],
+        }
+    }
 }

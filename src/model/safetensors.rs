@@ -3,12 +3,11 @@
 //! file before any tensor is read, so a truncated or inconsistent file is an error that names
 //! it (and the tensor at fault), never a panic or an allocation larger than the file.
 
+use super::mapped::FileBytes;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use memmap2::Mmap;
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::SafeTensorError;
 use serde_json::Value;
@@ -23,7 +22,7 @@ struct Entry {
 }
 
 pub struct SafeTensors {
-    files: Vec<(PathBuf, Mmap)>,
+    files: Vec<(PathBuf, FileBytes)>,
     entries: HashMap<String, Entry>,
 }
 
@@ -60,20 +59,17 @@ impl SafeTensors {
     }
 
     fn add_file(&mut self, path: &Path) -> Result<()> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        // SAFETY: the map is read-only; the file is not expected to change while loaded.
-        let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
-        self.add_map(path, map)
+        self.add_map(path, FileBytes::open(path)?)
     }
 
     /// `bytes` read as the single safetensors file `path` would be (fuzz targets, tests).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SafeTensors> {
         let mut st = SafeTensors { files: Vec::new(), entries: HashMap::new() };
-        st.add_map(path, super::mapped::copy_to_map(bytes)?)?;
+        st.add_map(path, FileBytes::copy(bytes))?;
         Ok(st)
     }
 
-    fn add_map(&mut self, path: &Path, map: Mmap) -> Result<()> {
+    fn add_map(&mut self, path: &Path, map: FileBytes) -> Result<()> {
         let idx = self.files.len();
         for (name, e) in
             read_header(&map).with_context(|| format!("{} is not a valid safetensors file", path.display()))?

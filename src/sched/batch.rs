@@ -12,7 +12,9 @@
 //! runs steps back to back. A sequence that turns out to have ended (an end-of-sequence id)
 //! wasted one row of the next step, whose output for it is dropped.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Instant;
 
 use anyhow::Result;
 

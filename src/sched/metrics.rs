@@ -2,8 +2,8 @@
 //! (P50/P99 over the most recent requests, so memory stays flat however long the engine
 //! runs), requests and tokens per second since the first arrival.
 
+use crate::Instant;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use super::batch::SeqEvent;
 use super::sequence::SeqStats;

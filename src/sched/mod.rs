@@ -6,10 +6,13 @@
 pub mod batch;
 pub mod metrics;
 pub mod sequence;
+// The front ends' thread around the batcher (a page has no threads to spawn).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod worker;
 
 pub use batch::{BatchOptions, Batcher, SeqEvent};
 pub use sequence::{SeqRequest, SeqStats, TokenLogprobs};
+#[cfg(not(target_arch = "wasm32"))]
 pub use worker::{Command, Event, GenRequest, Metrics, RequestStats, Worker};
 
 /// Priority classes: interactive requests are admitted and planned first; background ones

@@ -2,7 +2,7 @@
 //! how much of it the cache holds, and its own sampler (seed and counter live with the
 //! sequence, so a preempted and resumed sequence keeps drawing where it left off).
 
-use std::time::Instant;
+use crate::Instant;
 
 use crate::engine::{choice_for, Finish};
 use crate::kv::SeqKv;
