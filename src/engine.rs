@@ -149,7 +149,7 @@ impl Engine {
     /// Runs the prompt, reusing the longest cached prefix; at least one token always runs.
     /// Returns the pending last chunk (its output: the last row's token) and how many prompt
     /// tokens ran.
-    fn prefill(&mut self, prompt: &[u32], choice: Choice) -> Result<(PendingStep, usize)> {
+    async fn prefill(&mut self, prompt: &[u32], choice: Choice) -> Result<(PendingStep, usize)> {
         if prompt.is_empty() {
             bail!("the prompt is empty");
         }
@@ -177,27 +177,45 @@ impl Engine {
             self.cached.extend_from_slice(chunk);
             match i + 1 == chunks.len() {
                 true => pending = Some(step),
-                false => drop(self.forward.finish(&self.gpu, step)?),
+                false => drop(self.forward.finish_async(&self.gpu, step).await?),
             }
         }
         Ok((pending.expect("a prompt has a chunk"), rest.len()))
     }
 
     /// Final-position logits of `prompt` (for tests and tools).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn prompt_logits(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
-        let (pending, _) = self.prefill(prompt, Choice::Logits)?;
-        let out = self.forward.finish(&self.gpu, pending)?;
+        pollster::block_on(self.prompt_logits_async(prompt))
+    }
+
+    /// `prompt_logits` as a future (a page awaits its read-backs; see `Gpu::map_read_after`).
+    pub async fn prompt_logits_async(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
+        let (pending, _) = self.prefill(prompt, Choice::Logits).await?;
+        let out = self.forward.finish_async(&self.gpu, pending).await?;
         Ok(out.logits.into_iter().next().flatten().unwrap_or_default())
     }
 
     /// Generates up to `req.max_tokens` ids; `on_token` sees each id as it is chosen and
     /// returns false to stop.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn generate(&mut self, req: &Request, mut on_token: impl FnMut(u32) -> bool) -> Result<Generation> {
         self.generate_observed(req, |id, _| on_token(id))
     }
 
     /// `generate`, with the forward pass (KV use, GPU timings of the step) shown to `on_token`.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn generate_observed(
+        &mut self,
+        req: &Request,
+        on_token: impl FnMut(u32, &Forward) -> bool,
+    ) -> Result<Generation> {
+        pollster::block_on(self.generate_observed_async(req, on_token))
+    }
+
+    /// `generate_observed` as a future (a page awaits its read-backs; see
+    /// `Gpu::map_read_after`).
+    pub async fn generate_observed_async(
         &mut self,
         req: &Request,
         mut on_token: impl FnMut(u32, &Forward) -> bool,
@@ -211,8 +229,8 @@ impl Engine {
         let pipelined = choice(1) != Choice::Logits && !self.forward.profiling();
         let mut queued: Option<PendingStep> = None;
         let t0 = Instant::now();
-        let (pending, prefill_tokens) = self.prefill(&req.prompt_ids, choice(0))?;
-        let mut out = self.forward.finish(&self.gpu, pending)?;
+        let (pending, prefill_tokens) = self.prefill(&req.prompt_ids, choice(0)).await?;
+        let mut out = self.forward.finish_async(&self.gpu, pending).await?;
         let ttft = t0.elapsed().as_secs_f64();
         let mut seen = req.prompt_ids.clone();
         let mut ids = Vec::new();
@@ -249,12 +267,12 @@ impl Engine {
             if pipelined && ids.len() + 1 < req.max_tokens && fits(self) {
                 queued = Some(self.submit(&[], Some(choice(ids.len() as u32 + 1)))?);
             }
-            out = self.forward.finish(&self.gpu, current)?;
+            out = self.forward.finish_async(&self.gpu, current).await?;
         };
         // A step queued for the token that ended the generation: its position is taken back,
         // as if it had never run.
         if let Some(p) = queued {
-            self.forward.finish(&self.gpu, p)?;
+            self.forward.finish_async(&self.gpu, p).await?;
             if let Some(seq) = self.seq.as_mut() {
                 seq.retreat(1);
             }

@@ -345,6 +345,7 @@ impl Gpu {
 
     /// Copies `size` bytes of `src` back to the CPU. For tests and one-off reads: the decode
     /// loop uses its own preallocated staging buffer instead.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read_back(&self, src: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
         let size = size.next_multiple_of(4);
         let staging = self.buffer("read_back", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
@@ -355,25 +356,28 @@ impl Gpu {
     }
 
     /// Waits for `buf` (MAP_READ) and returns its first `size` bytes.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn map_read(&self, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
-        self.map_read_after(buf, size, None)
+        pollster::block_on(self.map_read_after(buf, size, None))
     }
 
-    /// `map_read` waiting only for `submission` (the last one that writes `buf`), not for
-    /// later work already queued behind it.
-    pub fn map_read_after(
+    /// The first `size` bytes of `buf` (MAP_READ) once `submission` (the last one that writes
+    /// `buf`; `None`: everything submitted) has run, not waiting for later work queued behind
+    /// it. A future, because a page's browser maps the buffer when the page's event loop turns;
+    /// natively the device is polled until the submission has run, so it is ready at once.
+    pub async fn map_read_after(
         &self,
         buf: &wgpu::Buffer,
         size: u64,
         submission: Option<wgpu::SubmissionIndex>,
     ) -> Result<Vec<u8>> {
         let slice = buf.slice(0..size);
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.wait(submission)?;
-        rx.recv()
+        self.wait_for(submission).await?;
+        rx.await
             .map_err(|_| anyhow!("buffer map callback never ran"))?
             .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;
         let bytes = slice.get_mapped_range().map_err(|e| anyhow!("{e:?}"))?.to_vec();
@@ -381,8 +385,26 @@ impl Gpu {
         Ok(bytes)
     }
 
+    /// `wait` as a future: natively the same poll; in a page, until the queue reports its work
+    /// done (the browser's answer comes as the page's event loop turns).
+    pub async fn wait_for(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.wait(submission)?;
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = submission;
+            let (tx, rx) = futures_channel::oneshot::channel();
+            self.queue.on_submitted_work_done(move || {
+                let _ = tx.send(());
+            });
+            rx.await.map_err(|_| anyhow!("the queue's work-done callback never ran"))?;
+        }
+        self.check()
+    }
+
     /// Waits until `submission` (or everything submitted, with `None`) has run; then any GPU
     /// fault reported meanwhile is the error (`check`).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn wait(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<()> {
         let wait = wgpu::PollType::Wait { submission_index: submission, timeout: None };
         if let Err(e) = self.device.poll(wait) {
@@ -396,6 +418,7 @@ impl Gpu {
     }
 
     /// Records one compute pass with `f`, submits it and waits for the GPU.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn run_pass(&self, f: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> Result<()> {
         let mut enc = self.device.create_command_encoder(&Default::default());
         {

@@ -92,9 +92,15 @@ impl Profiler {
     }
 
     /// After the submit: the GPU time of each marked dispatch.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<Timing>> {
+        pollster::block_on(self.read_async(gpu))
+    }
+
+    /// `read` as a future (see `Gpu::map_read_after`).
+    pub async fn read_async(&self, gpu: &Gpu) -> Result<Vec<Timing>> {
         let n = self.spans.len() + 1;
-        let bytes = gpu.map_read(&self.staging, n as u64 * 8)?;
+        let bytes = gpu.map_read_after(&self.staging, n as u64 * 8, None).await?;
         let ts: &[u64] = bytemuck::cast_slice(&bytes);
         Ok(self
             .spans

@@ -292,6 +292,7 @@ impl Forward {
     }
 
     /// Runs a batch and waits for its result.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn step(&mut self, gpu: &Gpu, batch: &Batch) -> Result<StepOutput> {
         let pending = self.submit(gpu, batch)?;
         self.finish(gpu, pending)
@@ -426,32 +427,38 @@ impl Forward {
     }
 
     /// Waits for a submitted step (and not for one queued behind it) and reads its result.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn finish(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
+        pollster::block_on(self.finish_async(gpu, p))
+    }
+
+    /// `finish` as a future: what a page awaits (see `Gpu::map_read_after`).
+    pub async fn finish_async(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
         self.in_flight = self.in_flight.saturating_sub(1);
         let n_out = p.logits.len();
         let ids = match n_out {
             0 => {
-                gpu.wait(Some(p.submission.clone()))?;
+                gpu.wait_for(Some(p.submission.clone())).await?;
                 Vec::new()
             }
             _ => {
-                let bytes =
-                    gpu.map_read_after(&self.id_staging[p.slot], n_out as u64 * 4, Some(p.submission.clone()))?;
+                let (staging, size) = (&self.id_staging[p.slot], n_out as u64 * 4);
+                let bytes = gpu.map_read_after(staging, size, Some(p.submission.clone())).await?;
                 bytemuck::cast_slice(&bytes).to_vec()
             }
         };
         let mut logits = vec![None; n_out];
         if let Some(last) = p.logits.iter().rposition(|&l| l) {
             let vocab = self.cfg.vocab;
-            let bytes =
-                gpu.map_read_after(&self.logits_staging, ((last + 1) * vocab * 4) as u64, Some(p.submission))?;
+            let size = ((last + 1) * vocab * 4) as u64;
+            let bytes = gpu.map_read_after(&self.logits_staging, size, Some(p.submission)).await?;
             let all: &[f32] = bytemuck::cast_slice(&bytes);
             for (i, _) in p.logits.iter().enumerate().filter(|(_, &l)| l) {
                 logits[i] = Some(all[i * vocab..(i + 1) * vocab].to_vec());
             }
         }
         if let Some(prof) = &self.profiler {
-            self.timings = prof.read(gpu)?;
+            self.timings = prof.read_async(gpu).await?;
         }
         Ok(StepOutput { ids, logits })
     }

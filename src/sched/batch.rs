@@ -145,7 +145,14 @@ impl Batcher {
     /// Runs one step: admits what fits, plans and submits the next step, then reads the step
     /// that was in flight and reports its new tokens and finished requests. Nothing to do: no
     /// step, no events.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn step(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
+        pollster::block_on(self.step_async(engine))
+    }
+
+    /// `step` as a future: the scheduler loop of a page awaits it (the browser hands read-backs
+    /// over as its event loop turns; see `Gpu::map_read_after`).
+    pub async fn step_async(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
         let mut events = Vec::new();
         // Tokens the host samples (or a profiled step) must be read before the next is planned;
         // so must any step while a sequence needs its logits back: `Forward` queues no such
@@ -153,12 +160,12 @@ impl Batcher {
         let host_logits = self.running.iter().chain(&self.waiting).any(Sequence::host_logits);
         if self.in_flight.as_ref().is_some_and(|t| !t.on_gpu || host_logits || engine.forward.profiling()) {
             let t = self.in_flight.take().expect("checked");
-            self.read(engine, t, &mut events)?;
+            self.read(engine, t, &mut events).await?;
         }
         self.admit(engine, &mut events);
         let next = self.submit_next(engine, &mut events)?;
         if let Some(t) = self.in_flight.take() {
-            self.read(engine, t, &mut events)?;
+            self.read(engine, t, &mut events).await?;
         }
         self.in_flight = next;
         self.metrics.step(self.last_rows, &events);
@@ -223,8 +230,8 @@ impl Batcher {
     /// Reads a step's tokens into its sequences; those that end are removed and give their
     /// memory back. Outputs of sequences no longer awaiting one (cancelled, preempted, or ended
     /// by the step before) are dropped.
-    fn read(&mut self, engine: &mut Engine, t: InFlight, events: &mut Vec<SeqEvent>) -> Result<()> {
-        let out = engine.forward.finish(&engine.gpu, t.pending)?;
+    async fn read(&mut self, engine: &mut Engine, t: InFlight, events: &mut Vec<SeqEvent>) -> Result<()> {
+        let out = engine.forward.finish_async(&engine.gpu, t.pending).await?;
         let mut done = Vec::new();
         for (&(request, epoch), (id, logits)) in t.outs.iter().zip(out.ids.into_iter().zip(out.logits)) {
             let Some(i) = self.running.iter().position(|s| s.req.id == request && s.stats.preemptions == epoch) else {
