@@ -385,11 +385,13 @@ impl Gpu {
         Ok(bytes)
     }
 
-    /// `wait` as a future: natively the same poll; in a page, until the queue reports its work
-    /// done (the browser's answer comes as the page's event loop turns).
+    /// `wait` as a future: natively `wait` itself; in a page, until the queue reports its work
+    /// done (the browser's answer comes as the page's event loop turns), then `check`.
     pub async fn wait_for(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
-        self.wait(submission)?;
+        {
+            self.wait(submission)
+        }
         #[cfg(target_arch = "wasm32")]
         {
             let _ = submission;
@@ -398,8 +400,8 @@ impl Gpu {
                 let _ = tx.send(());
             });
             rx.await.map_err(|_| anyhow!("the queue's work-done callback never ran"))?;
+            self.check()
         }
-        self.check()
     }
 
     /// Waits until `submission` (or everything submitted, with `None`) has run; then any GPU

@@ -18,19 +18,16 @@ pub enum FileBytes {
 impl FileBytes {
     /// The file at `path`: mapped where the target can map files, else read.
     pub fn open(path: &Path) -> Result<FileBytes> {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         #[cfg(not(target_arch = "wasm32"))]
         {
+            let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
             // SAFETY: a read-only map of a file not expected to change while it is loaded.
             let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
             Ok(FileBytes::Mapped(map))
         }
         #[cfg(target_arch = "wasm32")]
         {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            let mut file = file;
-            file.read_to_end(&mut bytes).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
             Ok(FileBytes::copy(&bytes))
         }
     }
