@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint wasm-check drivers xvfb model gemma3 build console openai-venv fuzz
+.PHONY: run test lint wasm-check browser-tools browser-test drivers xvfb model gemma3 build console openai-venv fuzz
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -32,7 +32,18 @@ lint:
 # The engine built for the browser (wasm32, wgpu's WebGPU backend), linted: it must keep building.
 wasm-check:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-	cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+	cargo clippy --lib --test browser --target wasm32-unknown-unknown -- -D warnings
+
+# Chromium, chromedriver and wasm-bindgen's test runner, for the browser tests.
+browser-tools:
+	./scripts/browser-tools.sh
+
+# tests/browser.rs inside headless Chromium (WebGPU on SwiftShader; flags in webdriver.json):
+# the tiny fixtures' goldens with the engine built for wasm32.
+browser-test: browser-tools
+	CHROMEDRIVER=$$(command -v chromedriver) WASM_BINDGEN_TEST_TIMEOUT=1200 \
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+	cargo test --target wasm32-unknown-unknown --test browser
 
 # Xvfb, for the console's headless window test.
 xvfb:
@@ -47,6 +58,7 @@ openai-venv:
 # A tune cache of the developer's own would change which GEMV shapes the tests build: none here.
 test: drivers xvfb model gemma3 openai-venv lint wasm-check
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
+	$(MAKE) browser-test
 	FUZZ_SECONDS=$(FUZZ_CI_SECONDS) ./scripts/fuzz.sh
 
 # Every fuzz target of fuzz/ for FUZZ_SECONDS each (installs nightly and cargo-fuzz where

@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Result};
 
 use crate::gpu::{Gpu, GpuOptions};
 use crate::kv::SeqKv;
+use crate::model::folder::ModelFolder;
 use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep};
 use crate::ops::plan::{PlanRow, PlanSeq};
 use crate::ops::sample::SampleParams;
@@ -73,9 +74,14 @@ impl Engine {
             // A single file is a GGUF model; a folder is a Hugging Face model.
             return Self::from_gguf(gpu, &crate::model::gguf::Gguf::open(path)?, path, &opts.forward);
         }
-        let tok = if path.join("tokenizer.json").exists() { Some(TextTokenizer::from_hf_dir(path)?) } else { None };
-        let forward = crate::model::load_hf_dir(&gpu, path, &opts.forward)?;
-        Ok(Engine::new(gpu, forward, tok, path))
+        Self::from_folder(gpu, &ModelFolder::dir(path), &opts.forward)
+    }
+
+    /// A Hugging Face model folder (a directory, or files handed over in memory) on `gpu`.
+    pub fn from_folder(gpu: Gpu, folder: &ModelFolder, opts: &ForwardOptions) -> Result<Engine> {
+        let tok = if folder.has("tokenizer.json") { Some(TextTokenizer::from_folder(folder)?) } else { None };
+        let forward = crate::model::load_hf(&gpu, folder, opts)?;
+        Ok(Engine::new(gpu, forward, tok, folder.path()))
     }
 
     /// A GGUF model handed over as bytes (the browser's File API or `fetch`), on `gpu`; `name`

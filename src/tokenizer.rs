@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::model::config::ids_field;
+use crate::model::folder::ModelFolder;
 
 /// One chat turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -34,14 +35,6 @@ pub struct TextTokenizer {
     bos_prefix: Option<u32>,
 }
 
-fn read_json(path: &Path) -> Result<Option<Value>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Some(serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?))
-}
-
 /// A special-token entry of tokenizer_config.json: a string or {"content": ...}.
 fn token_text(v: Option<&Value>) -> Option<String> {
     match v? {
@@ -55,18 +48,23 @@ impl TextTokenizer {
     /// tokenizer.json, tokenizer_config.json / chat_template.jinja and generation_config.json of
     /// a Hugging Face model folder.
     pub fn from_hf_dir(dir: &Path) -> Result<TextTokenizer> {
-        let tj = dir.join("tokenizer.json");
-        let json = std::fs::read(&tj).with_context(|| format!("cannot read {}", tj.display()))?;
-        let tc = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
-        let jinja = dir.join("chat_template.jinja");
-        let template_file = if jinja.exists() {
-            Some(std::fs::read_to_string(&jinja).with_context(|| format!("cannot read {}", jinja.display()))?)
-        } else {
-            None
-        };
-        let generation = read_json(&dir.join("generation_config.json"))?;
+        Self::from_folder(&ModelFolder::dir(dir))
+    }
+
+    /// The same from a folder's files wherever they are (a directory, or in memory).
+    pub fn from_folder(folder: &ModelFolder) -> Result<TextTokenizer> {
+        let json = folder.require("tokenizer.json")?;
+        let tc = folder.read_json("tokenizer_config.json")?.unwrap_or(Value::Null);
+        let template_file =
+            match folder.read("chat_template.jinja")? {
+                Some(bytes) => Some(String::from_utf8(bytes.to_vec()).with_context(|| {
+                    format!("{} is not UTF-8 text", folder.file_path("chat_template.jinja").display())
+                })?),
+                None => None,
+            };
+        let generation = folder.read_json("generation_config.json")?;
         Self::from_hf_files(&json, &tc, template_file, generation.as_ref())
-            .with_context(|| format!("cannot load {}", tj.display()))
+            .with_context(|| format!("cannot load {}", folder.file_path("tokenizer.json").display()))
     }
 
     /// The tokenizer from the contents of a model folder's files: tokenizer.json's bytes,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use wginfer::engine::{Engine, EngineOptions};
 use wginfer::model::config::read_config;
+use wginfer::model::folder::ModelFolder;
 use wginfer::model::gguf::Gguf;
 use wginfer::model::safetensors::SafeTensors;
 
@@ -121,7 +122,7 @@ fn absurd_gguf_metadata_sizes_are_rejected() {
 fn safetensors_error(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     write_sparse(dir.path(), "model.safetensors", bytes, 0);
-    let msg = match SafeTensors::open_dir(dir.path()) {
+    let msg = match SafeTensors::open(&ModelFolder::dir(dir.path())) {
         Ok(_) => panic!("a malicious safetensors file opened"),
         Err(e) => format!("{e:#}"),
     };
@@ -202,7 +203,7 @@ fn absurd_config_sizes_are_rejected() {
     ];
     for field in fields {
         let dir = fixture_with(&[(field, json!(1u64 << 40))]);
-        let msg = format!("{:#}", read_config(&dir.path().join("config.json")).unwrap_err());
+        let msg = format!("{:#}", read_config(&ModelFolder::dir(dir.path())).unwrap_err());
         assert_mentions(&msg, &["config.json", &format!("\"{field}\""), "1099511627776"]);
     }
 }

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use support::{fixture, read_json};
 use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::config::read_config;
+use wginfer::model::folder::ModelFolder;
 use wginfer::ops::linear::{GemvShape, LinearConfig};
 use wginfer::ops::tune::{gemv_key, load, store, GemvTable, WGPU_VERSION};
 use wginfer::ops::WeightType;
@@ -109,7 +110,7 @@ fn a_later_load_builds_the_stored_shape() {
     let model = fixture("qwen2-f32");
     // A shape the heuristic never picks (8 lanes), stored for the fixture's down projection
     // under this adapter's own name, driver and wgpu version.
-    let cfg = read_config(&model.join("config.json")).unwrap();
+    let cfg = read_config(&ModelFolder::dir(&model)).unwrap();
     let key = gemv_key(cfg.hidden as u32, cfg.intermediate as u32, WeightType::F32);
     let cache = dir.path().join("tune.json");
     let info = Gpu::new(&GpuOptions::default()).unwrap().info;

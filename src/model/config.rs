@@ -3,7 +3,7 @@
 //! `rope_theta`, `rope_scaling`; Gemma 3: `rope_local_base_freq`, `sliding_window_pattern`) and
 //! as transformers 5.x writes it (`dtype`, `rope_parameters`, per layer type for Gemma 3).
 
-use std::path::Path;
+use super::folder::ModelFolder;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -96,10 +96,11 @@ pub struct ModelConfig {
     pub bos_id: Option<u32>,
 }
 
-/// Reads `path` (a config.json); errors name the file and the field.
-pub fn read_config(path: &Path) -> Result<ModelConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+/// Reads the folder's config.json; errors name the file and the field.
+pub fn read_config(folder: &ModelFolder) -> Result<ModelConfig> {
+    let path = folder.file_path("config.json");
+    let v =
+        folder.read_json("config.json")?.with_context(|| format!("cannot read {}: no such file", path.display()))?;
     parse_config(&v).with_context(|| format!("in {}", path.display()))
 }
 

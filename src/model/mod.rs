@@ -1,6 +1,7 @@
 //! Models: configuration, tensor files, weight loading and the forward pass.
 
 pub mod config;
+pub mod folder;
 pub mod forward;
 pub mod gguf;
 pub mod gguf_tokenizer;
@@ -13,10 +14,11 @@ pub mod tensor;
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::gpu::Gpu;
 use config::{read_config, ModelConfig};
+use folder::ModelFolder;
 use forward::{Forward, ForwardOptions};
 
 /// Loads a GGUF file onto the GPU; quantized weights stay quantized.
@@ -27,12 +29,13 @@ pub fn load_gguf(gpu: &Gpu, file: &gguf::Gguf, opts: &ForwardOptions) -> Result<
 }
 
 /// Loads a Hugging Face model folder (config.json + safetensors) onto the GPU.
-pub fn load_hf_dir(gpu: &Gpu, dir: &Path, opts: &ForwardOptions) -> Result<Forward> {
-    if !dir.is_dir() {
-        bail!("{}: not a model folder (expected config.json and *.safetensors)", dir.display());
+pub fn load_hf(gpu: &Gpu, folder: &ModelFolder, opts: &ForwardOptions) -> Result<Forward> {
+    let dir = folder.path();
+    if let ModelFolder::Dir(_) = folder {
+        ensure!(dir.is_dir(), "{}: not a model folder (expected config.json and *.safetensors)", dir.display());
     }
-    let cfg: ModelConfig = read_config(&dir.join("config.json"))?;
-    let src = safetensors::SafeTensors::open_dir(dir)?;
+    let cfg: ModelConfig = read_config(folder)?;
+    let src = safetensors::SafeTensors::open(folder)?;
     let weights = loader::load_weights(gpu, &cfg, &src).with_context(|| format!("loading {}", dir.display()))?;
     Forward::new(gpu, cfg, weights, opts)
 }
@@ -44,6 +47,6 @@ pub fn check_finite(path: &Path) -> Result<usize> {
     if path.is_file() {
         tensor::check_finite(&gguf::Gguf::open(path)?)
     } else {
-        tensor::check_finite(&safetensors::SafeTensors::open_dir(path)?)
+        tensor::check_finite(&safetensors::SafeTensors::open(&ModelFolder::dir(path))?)
     }
 }

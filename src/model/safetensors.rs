@@ -1,11 +1,13 @@
-//! safetensors files, memory-mapped: a single file or shards listed in
+//! safetensors files of a model folder (memory-mapped, or in memory): a single file or shards listed in
 //! model.safetensors.index.json. The `safetensors` crate reads and checks the header against the
 //! file before any tensor is read, so a truncated or inconsistent file is an error that names
 //! it (and the tensor at fault), never a panic or an allocation larger than the file.
 
+use super::folder::ModelFolder;
 use super::mapped::FileBytes;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
 use safetensors::tensor::{Metadata, TensorInfo};
@@ -22,54 +24,54 @@ struct Entry {
 }
 
 pub struct SafeTensors {
-    files: Vec<(PathBuf, FileBytes)>,
+    files: Vec<(PathBuf, Arc<FileBytes>)>,
     entries: HashMap<String, Entry>,
 }
 
 impl SafeTensors {
-    /// Opens `dir/model.safetensors`, or the shards named by `dir/model.safetensors.index.json`.
-    pub fn open_dir(dir: &Path) -> Result<SafeTensors> {
-        let index = dir.join("model.safetensors.index.json");
-        let paths: Vec<PathBuf> = if index.exists() {
-            let text = std::fs::read_to_string(&index).with_context(|| format!("cannot read {}", index.display()))?;
-            let v: Value =
-                serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", index.display()))?;
-            let map = v
-                .get("weight_map")
-                .and_then(Value::as_object)
-                .with_context(|| format!("{}: missing \"weight_map\"", index.display()))?;
-            let mut shards = Vec::new();
-            for name in map.values().filter_map(Value::as_str) {
-                // A shard is a file of the folder: a name with a path in it could reach any file.
-                let plain = Path::new(name).file_name().is_some_and(|f| f == name);
-                anyhow::ensure!(plain, "{}: shard {name:?} is not a file name in the model folder", index.display());
-                shards.push(dir.join(name));
+    /// Opens the folder's `model.safetensors`, or the shards its `model.safetensors.index.json`
+    /// names.
+    pub fn open(folder: &ModelFolder) -> Result<SafeTensors> {
+        const INDEX: &str = "model.safetensors.index.json";
+        let names: Vec<String> = match folder.read_json(INDEX)? {
+            Some(v) => {
+                let index = folder.file_path(INDEX);
+                let map = v
+                    .get("weight_map")
+                    .and_then(Value::as_object)
+                    .with_context(|| format!("{}: missing \"weight_map\"", index.display()))?;
+                let mut shards = Vec::new();
+                for name in map.values().filter_map(Value::as_str) {
+                    // A shard is a file of the folder: a name with a path in it could reach any file.
+                    let plain = Path::new(name).file_name().is_some_and(|f| f == name);
+                    anyhow::ensure!(
+                        plain,
+                        "{}: shard {name:?} is not a file name in the model folder",
+                        index.display()
+                    );
+                    shards.push(name.to_string());
+                }
+                shards.sort();
+                shards.dedup();
+                shards
             }
-            shards.sort();
-            shards.dedup();
-            shards
-        } else {
-            vec![dir.join("model.safetensors")]
+            None => vec!["model.safetensors".to_string()],
         };
         let mut st = SafeTensors { files: Vec::new(), entries: HashMap::new() };
-        for p in paths {
-            st.add_file(&p)?;
+        for name in names {
+            st.add_map(&folder.file_path(&name), folder.require(&name)?)?;
         }
         Ok(st)
-    }
-
-    fn add_file(&mut self, path: &Path) -> Result<()> {
-        self.add_map(path, FileBytes::open(path)?)
     }
 
     /// `bytes` read as the single safetensors file `path` would be (fuzz targets, tests).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<SafeTensors> {
         let mut st = SafeTensors { files: Vec::new(), entries: HashMap::new() };
-        st.add_map(path, FileBytes::copy(bytes))?;
+        st.add_map(path, Arc::new(FileBytes::copy(bytes)))?;
         Ok(st)
     }
 
-    fn add_map(&mut self, path: &Path, map: FileBytes) -> Result<()> {
+    fn add_map(&mut self, path: &Path, map: Arc<FileBytes>) -> Result<()> {
         let idx = self.files.len();
         for (name, e) in
             read_header(&map).with_context(|| format!("{} is not a valid safetensors file", path.display()))?

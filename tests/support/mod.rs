@@ -53,7 +53,13 @@ pub fn logit_tolerance(engine: &Engine) -> f32 {
 
 /// Every case of `golden` with a prompt of at most `max_prompt` tokens: final-position logits
 /// within `tol` (of the same length) and the 16 greedy ids identical.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn check_cases(engine: &mut Engine, golden: &Value, tol: f32, max_prompt: usize, label: &str) {
+    pollster::block_on(check_cases_async(engine, golden, tol, max_prompt, label));
+}
+
+/// `check_cases` as a future: the browser's tests await it.
+pub async fn check_cases_async(engine: &mut Engine, golden: &Value, tol: f32, max_prompt: usize, label: &str) {
     for case in golden["cases"].as_array().unwrap() {
         let prompt = ids(&case["prompt_ids"]);
         if prompt.len() > max_prompt {
@@ -61,10 +67,13 @@ pub fn check_cases(engine: &mut Engine, golden: &Value, tol: f32, max_prompt: us
         }
         let want: Vec<f32> = case["logits"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
         engine.reset();
-        let logits = engine.prompt_logits(&prompt).unwrap();
+        let logits = engine.prompt_logits_async(&prompt).await.unwrap();
         assert_eq!(logits.len(), want.len(), "{label}: prompt of {} tokens: logits of the wrong length", prompt.len());
         let worst = logits.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        eprintln!("{label}: prompt of {} tokens: worst logit error {worst:.2e} (tolerance {tol:.0e})", prompt.len());
+        log(&format!(
+            "{label}: prompt of {} tokens: worst logit error {worst:.2e} (tolerance {tol:.0e})",
+            prompt.len()
+        ));
         assert!(
             worst <= tol,
             "{label}: prompt of {} tokens: logits differ by up to {worst} (tolerance {tol})",
@@ -76,9 +85,18 @@ pub fn check_cases(engine: &mut Engine, golden: &Value, tol: f32, max_prompt: us
             sampling: SamplingParams::default(),
             stop_at_eos: false,
         };
-        let got = engine.generate(&req, |_| true).unwrap().ids;
+        let got = engine.generate_observed_async(&req, |_, _| true).await.unwrap().ids;
         assert_eq!(got, ids(&case["greedy_ids"]), "{label}: greedy ids for a prompt of {} tokens", prompt.len());
     }
+}
+
+/// A line of a test's progress: stderr natively, the browser's console in a page (the test
+/// runner prints it).
+pub fn log(line: &str) {
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{line}");
+    #[cfg(target_arch = "wasm32")]
+    wasm_bindgen_test::console_log!("{line}");
 }
 
 /// A greedy interactive batcher request that does not stop at EOS.
