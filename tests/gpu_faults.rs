@@ -83,7 +83,7 @@ fn a_lost_device_fails_the_running_steps_and_a_new_load_works() {
 #[test]
 fn the_worker_reports_out_of_memory_and_loads_again() {
     use std::time::Duration;
-    use wginfer::sched::{Command, Event, GenRequest, Worker};
+    use wginfer::sched::{Command, Event, GenRequest, ModelSource, Worker};
     let w = Worker::spawn();
     let next_load = |w: &Worker| loop {
         match w.events.recv_timeout(Duration::from_secs(120)).expect("a load event") {
@@ -92,10 +92,10 @@ fn the_worker_reports_out_of_memory_and_loads_again() {
             _ => {}
         }
     };
-    w.send(Command::Load(fixture("llama-f32"), Box::new(capped(256 << 10))));
+    w.send(Command::Load(ModelSource::Path(fixture("llama-f32")), Box::new(capped(256 << 10))));
     let err = next_load(&w).expect_err("a load within 256 KiB");
     assert!(err.contains("out of GPU memory"), "{err}");
-    w.send(Command::Load(fixture("llama-f32"), Box::default()));
+    w.send(Command::Load(ModelSource::Path(fixture("llama-f32")), Box::default()));
     next_load(&w).unwrap();
     let req = GenRequest {
         id: 1,

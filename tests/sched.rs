@@ -7,7 +7,7 @@ use std::time::Duration;
 use support::fixture;
 use wginfer::engine::Finish;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{Command, Event, GenRequest, Priority, RequestStats, Worker};
+use wginfer::sched::{Command, Event, GenRequest, ModelSource, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 fn request(id: u64, priority: Priority, max_tokens: usize) -> GenRequest {
@@ -22,7 +22,7 @@ fn request(id: u64, priority: Priority, max_tokens: usize) -> GenRequest {
 
 fn loaded_worker() -> Worker {
     let w = Worker::spawn();
-    w.send(Command::Load(fixture("qwen2-f32"), Box::default()));
+    w.send(Command::Load(ModelSource::Path(fixture("qwen2-f32")), Box::default()));
     loop {
         match w.events.recv_timeout(Duration::from_secs(120)).expect("load event") {
             Event::Loaded { .. } => return w,
@@ -103,7 +103,7 @@ fn cancel_stops_a_running_request() {
 #[test]
 fn a_failed_load_keeps_the_old_model() {
     let w = loaded_worker();
-    w.send(Command::Load("/nonexistent/model".into(), Box::default()));
+    w.send(Command::Load(ModelSource::Path("/nonexistent/model".into()), Box::default()));
     loop {
         if let Event::LoadFailed { error, .. } = w.events.recv_timeout(Duration::from_secs(60)).unwrap() {
             assert!(error.contains("/nonexistent/model"));
@@ -112,4 +112,33 @@ fn a_failed_load_keeps_the_old_model() {
     }
     w.send(Command::Submit(request(7, Priority::Interactive, 4)));
     assert_eq!(finished(&w, 1, |_| {})[0].id, 7);
+}
+
+/// The page's way in: a GGUF handed over as bytes, loaded by the engine loop; its greedy text
+/// for the 7-token golden case is transformers' ids, decoded.
+#[test]
+fn a_model_handed_over_as_bytes_streams_transformers_ids() {
+    let stem = "tiny-qwen2-q8_0";
+    let path = fixture("gguf").join(format!("{stem}.gguf"));
+    let bytes = std::fs::read(&path).unwrap();
+    let w = Worker::spawn();
+    w.send(Command::Load(ModelSource::Gguf { name: format!("{stem}.gguf"), bytes }, Box::default()));
+    loop {
+        match w.events.recv_timeout(Duration::from_secs(120)).expect("load event") {
+            Event::Loaded { path, .. } => break assert_eq!(path.display().to_string(), format!("{stem}.gguf")),
+            Event::LoadFailed { error, .. } => panic!("{error}"),
+            _ => {}
+        }
+    }
+    let golden = support::read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
+    let case = &golden["cases"][1];
+    w.send(Command::SubmitIds(support::seq_request(1, &support::ids(&case["prompt_ids"]), 16)));
+    let mut text = String::new();
+    finished(&w, 1, |e| {
+        if let Event::Token { text: t, .. } = e {
+            text.push_str(t);
+        }
+    });
+    let tok = wginfer::tokenizer::TextTokenizer::from_gguf(&wginfer::model::gguf::Gguf::open(&path).unwrap()).unwrap();
+    assert_eq!(text, tok.decode(&support::ids(&case["greedy_ids"])).unwrap());
 }

@@ -9,7 +9,7 @@ use wginfer::gpu::profiler::Timing;
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
+use wginfer::sched::{Command, Event, GenRequest, Metrics, ModelSource, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 /// Where `make model` puts the default model.
@@ -140,7 +140,7 @@ impl ConsoleApp {
         };
         self.load_error = None;
         self.loading = Some(path.clone());
-        self.worker.send(Command::Load(path, Box::new(opts)));
+        self.worker.send(Command::Load(ModelSource::Path(path), Box::new(opts)));
     }
 
     fn chat_messages(&self) -> Vec<Message> {

@@ -1,19 +1,16 @@
 //! Scheduling: the continuous batcher (which sequences run, and how many of their tokens, in
-//! each step), the engine thread that owns the device and drives it, and the metrics front
+//! each step), the engine loop that owns the device and drives it (a thread natively, a task in a page), and the metrics front
 //! ends display. Front ends talk to the engine thread through channels only, so a UI thread
 //! never waits on the GPU.
 
 pub mod batch;
 pub mod metrics;
 pub mod sequence;
-// The front ends' thread around the batcher (a page has no threads to spawn).
-#[cfg(not(target_arch = "wasm32"))]
 pub mod worker;
 
 pub use batch::{BatchOptions, Batcher, SeqEvent};
 pub use sequence::{SeqRequest, SeqStats, TokenLogprobs};
-#[cfg(not(target_arch = "wasm32"))]
-pub use worker::{Command, Event, GenRequest, Metrics, RequestStats, Worker};
+pub use worker::{Command, Event, GenRequest, Metrics, ModelSource, RequestStats, Worker};
 
 /// Priority classes: interactive requests are admitted and planned first; background ones
 /// fill the rest of each step.

@@ -1,15 +1,17 @@
-//! The engine thread. It owns the `Engine` and a continuous batcher: requests (chat messages)
+//! The engine loop. It owns the `Engine` and a continuous batcher: requests (chat messages)
 //! are tokenized as they arrive and joined to the running batch at the next step; every step
 //! streams each request's new text, and metrics follow. Interactive requests are admitted and
-//! planned first (`batch.rs`); a cancelled request frees its memory at once.
+//! planned first (`batch.rs`); a cancelled request frees its memory at once. One async loop:
+//! natively on its own thread (blocked on), in a page a task on the page's event loop.
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{channel, Receiver, Sender};
 
 use anyhow::{anyhow, Context, Result};
+use futures_channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures_util::StreamExt;
 
 use super::batch::{BatchOptions, Batcher, SeqEvent};
 use super::metrics::Summary;
@@ -30,10 +32,47 @@ pub struct GenRequest {
     pub priority: Priority,
 }
 
+/// Where a model comes from.
+pub enum ModelSource {
+    /// A GGUF file or a Hugging Face folder (native).
+    Path(PathBuf),
+    /// A GGUF file's bytes (a page's file picker or `fetch`), under `name`.
+    Gguf { name: String, bytes: Vec<u8> },
+}
+
+impl ModelSource {
+    /// The path, or the name it stands under, for events and messages.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            ModelSource::Path(p) => p.clone(),
+            ModelSource::Gguf { name, .. } => PathBuf::from(name),
+        }
+    }
+
+    /// The model on a new device (the page's adapter in a browser).
+    async fn open(self, opts: &EngineOptions) -> Result<Engine> {
+        match self {
+            #[cfg(not(target_arch = "wasm32"))]
+            ModelSource::Path(path) => Engine::load(&path, opts),
+            #[cfg(target_arch = "wasm32")]
+            ModelSource::Path(path) => {
+                anyhow::bail!("{}: a page cannot open paths; hand over the bytes", path.display())
+            }
+            ModelSource::Gguf { name, bytes } => {
+                #[cfg(not(target_arch = "wasm32"))]
+                let gpu = crate::gpu::Gpu::new(&opts.gpu)?;
+                #[cfg(target_arch = "wasm32")]
+                let gpu = crate::gpu::Gpu::new_async(&opts.gpu).await?;
+                Engine::from_gguf_bytes(gpu, &name, &bytes, &opts.forward)
+            }
+        }
+    }
+}
+
 pub enum Command {
     /// Load a model (the current one keeps serving if this fails); applied once the running
     /// requests have finished.
-    Load(PathBuf, Box<EngineOptions>),
+    Load(ModelSource, Box<EngineOptions>),
     Submit(GenRequest),
     /// A request already in token ids (a server tokenizes on its side to check the prompt's
     /// length before answering).
@@ -124,11 +163,12 @@ pub enum Event {
     Metrics(Metrics),
 }
 
-/// Handle to the engine thread.
+/// Handle to the engine loop.
 pub struct Worker {
-    tx: Sender<Command>,
+    tx: UnboundedSender<Command>,
     pub events: Receiver<Event>,
-    thread: Option<JoinHandle<()>>,
+    #[cfg(not(target_arch = "wasm32"))]
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
@@ -138,47 +178,54 @@ impl Worker {
 
     /// Like `spawn`; `wake` runs after every event (a UI asks for a repaint there).
     pub fn spawn_with_waker(wake: impl Fn() + Send + 'static) -> Worker {
-        let (tx, commands) = channel();
+        let (tx, commands) = unbounded();
         let (events_tx, events) = channel();
-        let thread = std::thread::Builder::new()
-            .name("wginfer-engine".into())
-            .spawn(move || {
-                EngineThread {
-                    commands,
-                    events: events_tx,
-                    wake: Box::new(wake),
-                    model: None,
-                    streams: HashMap::new(),
-                    deferred: Vec::new(),
-                }
-                .run()
-            })
-            .expect("spawning the engine thread");
-        Worker { tx, events, thread: Some(thread) }
+        let engine = EngineLoop {
+            commands,
+            events: events_tx,
+            wake: Box::new(wake),
+            model: None,
+            streams: HashMap::new(),
+            deferred: Vec::new(),
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let thread = std::thread::Builder::new()
+                .name("wginfer-engine".into())
+                .spawn(move || pollster::block_on(engine.run()))
+                .expect("spawning the engine thread");
+            Worker { tx, events, thread: Some(thread) }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            wasm_bindgen_futures::spawn_local(engine.run());
+            Worker { tx, events }
+        }
     }
 
     pub fn send(&self, c: Command) {
-        let _ = self.tx.send(c);
+        let _ = self.tx.unbounded_send(c);
     }
 
     /// A sender of commands for other threads (the server's handlers), while one thread reads
     /// the events.
-    pub fn commands(&self) -> Sender<Command> {
+    pub fn commands(&self) -> UnboundedSender<Command> {
         self.tx.clone()
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = self.tx.send(Command::Shutdown);
+        let _ = self.tx.unbounded_send(Command::Shutdown);
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-struct EngineThread {
-    commands: Receiver<Command>,
+struct EngineLoop {
+    commands: UnboundedReceiver<Command>,
     events: Sender<Event>,
     wake: Box<dyn Fn() + Send>,
     model: Option<(Engine, Batcher)>,
@@ -188,40 +235,42 @@ struct EngineThread {
     deferred: Vec<Command>,
 }
 
-impl EngineThread {
-    fn run(mut self) {
+impl EngineLoop {
+    async fn run(mut self) {
         loop {
-            let busy = self.busy();
-            // Block only when idle; otherwise take what has arrived and run a step.
-            let next = match busy {
-                false => self.commands.recv().map_err(|_| TryRecvError::Disconnected),
-                true => self.commands.try_recv(),
+            // Wait only when idle; when busy take what has arrived, else run a step (also once
+            // every sender is gone: the running requests finish first).
+            let next = match self.busy() {
+                false => self.commands.next().await,
+                true => self.commands.try_recv().ok(),
             };
             match next {
-                Ok(c) => {
-                    if !self.handle(c) {
+                Some(c) => {
+                    if !self.handle(c).await {
                         return;
                     }
                     continue;
                 }
-                Err(TryRecvError::Disconnected) if !busy => return,
-                Err(_) => {}
-            }
-            if busy {
-                match catch(|| self.step()) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        self.fail_all(&format!("{e:#}"));
-                        self.unload_if_lost();
-                    }
-                    Err(panic) => self.unload_after_panic(&panic),
-                }
+                None if !self.busy() => return,
+                None => self.step_or_fail().await,
             }
             if !self.busy() {
                 for c in std::mem::take(&mut self.deferred) {
-                    self.handle(c);
+                    self.handle(c).await;
                 }
             }
+        }
+    }
+
+    /// A step; where it fails or panics, the requests it ran fail with the reason.
+    async fn step_or_fail(&mut self) {
+        match caught(self.step()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                self.fail_all(&format!("{e:#}"));
+                self.unload_if_lost();
+            }
+            Err(panic) => self.unload_after_panic(&panic),
         }
     }
 
@@ -235,13 +284,14 @@ impl EngineThread {
         (self.wake)();
     }
 
-    /// Applies a command; false when the thread should end.
-    fn handle(&mut self, c: Command) -> bool {
+    /// Applies a command; false when the loop should end.
+    async fn handle(&mut self, c: Command) -> bool {
         match c {
             Command::Load(..) if self.busy() => self.deferred.push(c),
-            Command::Load(path, opts) => {
+            Command::Load(source, opts) => {
+                let path = source.path();
                 self.emit(Event::Loading(path.clone()));
-                let loaded = catch(|| Engine::load(&path, &opts));
+                let loaded = caught(source.open(&opts)).await;
                 match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
                         let description = describe(&e);
@@ -254,7 +304,8 @@ impl EngineThread {
                 self.send_metrics();
             }
             Command::Submit(req) => {
-                if let Err(e) = catch(|| self.submit(&req)).unwrap_or_else(|p| Err(anyhow!("panicked: {p}"))) {
+                let submitted = caught(async { self.submit(&req) }).await;
+                if let Err(e) = submitted.unwrap_or_else(|p| Err(anyhow!("panicked: {p}"))) {
                     self.emit(Event::Failed { id: req.id, error: format!("{e:#}") });
                 }
                 self.send_metrics();
@@ -297,9 +348,9 @@ impl EngineThread {
     }
 
     /// One batcher step, its tokens streamed as text.
-    fn step(&mut self) -> Result<()> {
+    async fn step(&mut self) -> Result<()> {
         let (engine, batcher) = self.model.as_mut().expect("busy means loaded");
-        let events = batcher.step(engine)?;
+        let events = batcher.step_async(engine).await?;
         let tok = engine.tokenizer.as_ref().context("the model has no tokenizer")?;
         let mut out = Vec::new();
         for ev in events {
@@ -391,14 +442,25 @@ impl EngineThread {
     }
 }
 
-/// `f`'s value, or the message of its panic: a bug met on some input fails what the engine
-/// thread was doing instead of ending the thread (its front end would wait forever).
-fn catch<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
-        (Some(s), _) => s.to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "no message".into(),
-    })
+/// `f`'s output, or the message of its panic: a bug met on some input fails what the engine
+/// loop was doing instead of ending the loop (its front end would wait forever). In a page a
+/// panic ends the module (wasm32 does not unwind): nothing to catch there.
+async fn caught<T>(f: impl Future<Output = T>) -> std::result::Result<T, String> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use futures_util::FutureExt;
+        std::panic::AssertUnwindSafe(f).catch_unwind().await.map_err(|p| {
+            match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
+                (Some(s), _) => s.to_string(),
+                (_, Some(s)) => s.clone(),
+                _ => "no message".into(),
+            }
+        })
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        Ok(f.await)
+    }
 }
 
 /// The model in one line, with the notice of a chat through a plain transcript where the model

@@ -4,10 +4,10 @@
 //! finished request. A handler that goes away (the client disconnected) cancels its request,
 //! which frees its KV memory at the engine's next turn.
 
+use futures_channel::mpsc::UnboundedSender;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -19,7 +19,7 @@ use super::prometheus::Registry;
 use super::stop::StopMatcher;
 use crate::engine::{EngineOptions, Finish};
 use crate::sampling::SamplingParams;
-use crate::sched::{Command, Event, Priority, RequestStats, SeqRequest, TokenLogprobs, Worker};
+use crate::sched::{Command, Event, ModelSource, Priority, RequestStats, SeqRequest, TokenLogprobs, Worker};
 use crate::tokenizer::TextTokenizer;
 
 /// Whether the model can serve.
@@ -55,7 +55,7 @@ struct Shared {
 
 pub struct Hub {
     shared: Arc<Shared>,
-    commands: Sender<Command>,
+    commands: UnboundedSender<Command>,
     events: Option<JoinHandle<()>>,
     tokenizer: Arc<TextTokenizer>,
     next_id: AtomicU64,
@@ -72,7 +72,7 @@ pub struct Generation {
     pub id: u64,
     pub prompt_tokens: usize,
     pieces: mpsc::UnboundedReceiver<Piece>,
-    commands: Sender<Command>,
+    commands: UnboundedSender<Command>,
     stop: StopMatcher,
     stopped: bool,
     done: bool,
@@ -123,7 +123,7 @@ impl Hub {
         let tokenizer = load_tokenizer(path).with_context(|| format!("loading the tokenizer of {}", path.display()))?;
         let worker = Worker::spawn();
         let commands = worker.commands();
-        worker.send(Command::Load(path.to_path_buf(), Box::new(opts.clone())));
+        worker.send(Command::Load(ModelSource::Path(path.to_path_buf()), Box::new(opts.clone())));
         let shared = Arc::new(Shared {
             routes: Mutex::new(HashMap::new()),
             metrics: Mutex::new(Registry::default()),
@@ -239,7 +239,7 @@ impl Hub {
         }
         let prompt_tokens = prompt_ids.len();
         let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos: true, priority, logprobs };
-        let _ = self.commands.send(Command::SubmitIds(req));
+        let _ = self.commands.unbounded_send(Command::SubmitIds(req));
         Ok(Generation {
             id,
             prompt_tokens,
@@ -263,7 +263,7 @@ pub fn unavailable(message: &str) -> ApiError {
 impl Drop for Hub {
     /// Ends the engine thread (after the step it is in) and the event thread with it.
     fn drop(&mut self) {
-        let _ = self.commands.send(Command::Shutdown);
+        let _ = self.commands.unbounded_send(Command::Shutdown);
         if let Some(t) = self.events.take() {
             let _ = t.join();
         }
@@ -353,7 +353,7 @@ impl Generation {
                     if hit {
                         // The rest is not wanted: stop it now, the end comes with its stats.
                         self.stopped = true;
-                        let _ = self.commands.send(Command::Cancel(self.id));
+                        let _ = self.commands.unbounded_send(Command::Cancel(self.id));
                     }
                     if !text.is_empty() {
                         return Some(Out::Text(text, std::mem::take(&mut self.logprobs)));
@@ -391,7 +391,7 @@ impl Drop for Generation {
     /// A generation dropped before its end (the client went away) is cancelled.
     fn drop(&mut self) {
         if !self.done {
-            let _ = self.commands.send(Command::Cancel(self.id));
+            let _ = self.commands.unbounded_send(Command::Cancel(self.id));
         }
     }
 }
