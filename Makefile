@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test lint wasm-check browser-tools browser-test drivers xvfb model gemma3 build console openai-venv fuzz
+.PHONY: run test lint wasm-check browser-tools browser-test page-test web web-build drivers xvfb model gemma3 build console openai-venv fuzz
 
 PROMPT ?= What is the capital of France?
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -29,10 +29,12 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --workspace -- -D warnings
 
-# The engine built for the browser (wasm32, wgpu's WebGPU backend), linted: it must keep building.
+# The engine and the console built for the browser (wasm32, wgpu's WebGPU backend), linted: they
+# must keep building.
 wasm-check:
 	rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 	cargo clippy --lib --test browser --target wasm32-unknown-unknown -- -D warnings
+	cargo clippy -p wginfer-console --target wasm32-unknown-unknown -- -D warnings
 
 # Chromium, chromedriver and wasm-bindgen's test runner, for the browser tests.
 browser-tools:
@@ -44,6 +46,27 @@ browser-test: browser-tools
 	CHROMEDRIVER=$$(command -v chromedriver) WASM_BINDGEN_TEST_TIMEOUT=1200 \
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	cargo test --target wasm32-unknown-unknown --test browser
+
+# app/tests/page.rs: the console's page, a dev build in target/web-test, in Chromium under
+# Xvfb (headless Chromium shows no WebGPU canvas), its screenshot read with tesseract.
+page-test: browser-tools xvfb
+	cargo build -p wginfer-console --target wasm32-unknown-unknown
+	wasm-bindgen --target web --no-typescript --out-dir target/web-test target/wasm32-unknown-unknown/debug/wginfer-console.wasm
+	cp app/web/index.html target/web-test/
+	cargo test -p wginfer-console --test page -- --ignored
+
+# The console in a browser (WebGPU): built for wasm32 into target/web with its page, the
+# default model beside it; `make web` serves it on localhost and prints the URL.
+WEB_PORT ?= 8080
+web-build: browser-tools model
+	cargo build --release -p wginfer-console --target wasm32-unknown-unknown
+	wasm-bindgen --target web --no-typescript --out-dir target/web target/wasm32-unknown-unknown/release/wginfer-console.wasm
+	cp app/web/index.html target/web/
+	ln -sf $(CURDIR)/$(MODEL) target/web/
+
+web: web-build
+	@echo "The console: http://localhost:$(WEB_PORT)/ (Chromium on Linux needs --enable-unsafe-webgpu)"
+	python3 -m http.server $(WEB_PORT) --bind 127.0.0.1 --directory target/web
 
 # Xvfb, for the console's headless window test.
 xvfb:
@@ -59,6 +82,7 @@ openai-venv:
 test: drivers xvfb model gemma3 openai-venv lint wasm-check
 	WGINFER_TUNE_CACHE=$(CURDIR)/target/tests-use-no-tune-cache.json cargo test --workspace
 	$(MAKE) browser-test
+	$(MAKE) page-test
 	FUZZ_SECONDS=$(FUZZ_CI_SECONDS) ./scripts/fuzz.sh
 
 # Every fuzz target of fuzz/ for FUZZ_SECONDS each (installs nightly and cargo-fuzz where

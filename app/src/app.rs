@@ -1,7 +1,10 @@
 //! Console state: chat, controls, the engine thread's events, and the histories the panels plot.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::mpsc::{channel, Receiver, Sender};
+
+// std's clock natively, the page's in a browser (std's panics on wasm32).
+use web_time::Instant;
 
 use eframe::egui;
 use wginfer::engine::EngineOptions;
@@ -9,7 +12,7 @@ use wginfer::gpu::profiler::Timing;
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{Command, Event, GenRequest, Metrics, ModelSource, Priority, RequestStats, Worker};
+use wginfer::sched::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 /// Where `make model` puts the default model.
@@ -25,7 +28,12 @@ const CONSOLE_KV: KvOptions = KvOptions {
     sliding_window: false,
 };
 
+/// The default model: where `make model` puts it, or in a page its URL beside the page (`make
+/// web` serves it there).
+#[cfg(not(target_arch = "wasm32"))]
 const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+#[cfg(target_arch = "wasm32")]
+const DEFAULT_MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Prompts the "background load" control sends.
 const BACKGROUND_PROMPTS: [&str; 4] = [
@@ -39,6 +47,9 @@ const BACKGROUND_PROMPTS: [&str; 4] = [
 pub struct Options {
     pub model: Option<PathBuf>,
     pub prompt: Option<String>,
+    /// The sampling controls' starting temperature and answer length (0.7 and 256 unless set).
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<usize>,
     pub background: usize,
     pub screenshot: Option<PathBuf>,
     pub exit_after_frames: Option<u64>,
@@ -51,7 +62,9 @@ pub struct ChatMessage {
 }
 
 pub struct ConsoleApp {
-    worker: Worker,
+    pub(crate) worker: Worker,
+    /// Load failures met before the engine loop saw the model (a page's fetch).
+    pub(crate) page_errors: (Sender<String>, Receiver<String>),
     pub model_path: String,
     /// Description of the model in use.
     pub model: Option<String>,
@@ -81,6 +94,9 @@ pub struct ConsoleApp {
     pub frame_interval_ms: f64,
     last_frame: Option<Instant>,
     opts: Options,
+    /// The chat as text in the page's DOM.
+    #[cfg(target_arch = "wasm32")]
+    transcript: crate::page::Transcript,
 }
 
 impl ConsoleApp {
@@ -90,9 +106,12 @@ impl ConsoleApp {
             move || ctx.request_repaint()
         });
         let default = PathBuf::from(DEFAULT_MODEL);
-        let model = opts.model.clone().or_else(|| default.exists().then_some(default));
+        // In a page the default model's URL is tried as is (a missing one is a failed load).
+        let model =
+            opts.model.clone().or_else(|| (cfg!(target_arch = "wasm32") || default.exists()).then_some(default));
         let mut app = ConsoleApp {
             worker,
+            page_errors: channel(),
             model_path: model.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
             model: None,
             loading: None,
@@ -100,8 +119,14 @@ impl ConsoleApp {
             system: String::new(),
             input: String::new(),
             messages: Vec::new(),
-            sampling: SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.95, seed: 0, ..Default::default() },
-            max_tokens: 256,
+            sampling: SamplingParams {
+                temperature: opts.temperature.unwrap_or(0.7),
+                top_k: 40,
+                top_p: 0.95,
+                seed: 0,
+                ..Default::default()
+            },
+            max_tokens: opts.max_tokens.unwrap_or(256),
             background_count: 4,
             active: None,
             next_id: 1,
@@ -116,13 +141,11 @@ impl ConsoleApp {
             frame_interval_ms: 0.0,
             last_frame: None,
             opts,
+            #[cfg(target_arch = "wasm32")]
+            transcript: Default::default(),
         };
         if model.is_some() {
             app.load();
-        }
-        if let Some(p) = app.opts.prompt.clone() {
-            app.input = p;
-            app.send();
         }
         if app.opts.background > 0 {
             app.background_count = app.opts.background;
@@ -133,14 +156,17 @@ impl ConsoleApp {
 
     /// Loads the model at `model_path`; the current one keeps serving if this fails.
     pub fn load(&mut self) {
-        let path = PathBuf::from(self.model_path.trim());
-        let opts = EngineOptions {
+        self.load_error = None;
+        self.loading = Some(PathBuf::from(self.model_path.trim()));
+        crate::open::load(self, self.engine_options());
+    }
+
+    /// The console's engine: its KV pool, and GPU timings for the panels.
+    pub(crate) fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
             forward: ForwardOptions { kv: CONSOLE_KV, profile: true, ..Default::default() },
             ..Default::default()
-        };
-        self.load_error = None;
-        self.loading = Some(path.clone());
-        self.worker.send(Command::Load(ModelSource::Path(path), Box::new(opts)));
+        }
     }
 
     fn chat_messages(&self) -> Vec<Message> {
@@ -206,12 +232,22 @@ impl ConsoleApp {
 
     /// Applies everything the engine thread has said since the last frame.
     pub fn poll(&mut self) {
+        while let Ok(error) = self.page_errors.1.try_recv() {
+            self.loading = None;
+            self.load_error = Some(error);
+        }
         while let Ok(e) = self.worker.events.try_recv() {
             match e {
                 Event::Loading(p) => self.loading = Some(p),
                 Event::Loaded { description, .. } => {
                     self.loading = None;
                     self.model = Some(description);
+                    // `--prompt` (`?prompt=`) goes once the model is in; a page fetches the
+                    // model first, so the engine loop hears of it only later.
+                    if let Some(p) = self.opts.prompt.take() {
+                        self.input = p;
+                        self.send();
+                    }
                 }
                 Event::LoadFailed { error, .. } => {
                     self.loading = None;
@@ -258,16 +294,24 @@ impl ConsoleApp {
         self.last_frame = Some(t0);
         self.poll();
         super::panels::draw(self, ui);
+        #[cfg(target_arch = "wasm32")]
+        {
+            let mut transcript = std::mem::take(&mut self.transcript);
+            transcript.mirror(self);
+            self.transcript = transcript;
+        }
         self.frames += 1;
         if self.active.is_some() || self.loading.is_some() || self.opts.exit_after_frames.is_some() {
             ui.ctx().request_repaint();
         }
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(n) = self.opts.exit_after_frames {
             self.headless_exit(ui.ctx(), n);
         }
         self.frame_build_ms = t0.elapsed().as_secs_f64() * 1e3;
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn headless_exit(&mut self, ctx: &egui::Context, n: u64) {
         if self.frames == n {
             match self.opts.screenshot.clone() {
@@ -286,6 +330,7 @@ impl ConsoleApp {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> anyhow::Result<()> {
     let [w, h] = image.size;
     let rgba: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_array()).collect();

@@ -9,6 +9,10 @@ use wginfer::sched::Priority;
 
 use crate::app::ConsoleApp;
 
+/// What the model field takes: natively a path, in a page a URL.
+const MODEL_HINT: &str =
+    if cfg!(target_arch = "wasm32") { "a GGUF's URL" } else { "model.gguf or a Hugging Face folder" };
+
 pub fn draw(app: &mut ConsoleApp, ui: &mut egui::Ui) {
     egui::Panel::bottom("status").show(ui, |ui| status_line(app, ui));
     egui::Panel::left("controls").default_size(300.0).show(ui, |ui| {
@@ -37,19 +41,14 @@ fn status_line(app: &ConsoleApp, ui: &mut egui::Ui) {
 
 fn controls(app: &mut ConsoleApp, ui: &mut egui::Ui) {
     ui.heading("Model");
-    ui.add(egui::TextEdit::singleline(&mut app.model_path).hint_text("model.gguf or a Hugging Face folder"));
+    ui.add(egui::TextEdit::singleline(&mut app.model_path).hint_text(MODEL_HINT));
     ui.horizontal(|ui| {
         if ui.button("Open file…").clicked() {
-            if let Some(p) = rfd::FileDialog::new().add_filter("GGUF", &["gguf"]).pick_file() {
-                app.model_path = p.display().to_string();
-                app.load();
-            }
+            crate::open::pick_file(app);
         }
+        #[cfg(not(target_arch = "wasm32"))]
         if ui.button("Open folder…").clicked() {
-            if let Some(p) = rfd::FileDialog::new().pick_folder() {
-                app.model_path = p.display().to_string();
-                app.load();
-            }
+            crate::open::pick_folder(app);
         }
         if ui.add_enabled(app.loading.is_none(), egui::Button::new("Load")).clicked() {
             app.load();

@@ -431,6 +431,14 @@ impl Gpu {
         self.wait(None)
     }
 
+    /// The adapter's name; browsers keep it to themselves, so there the backend's.
+    pub fn adapter_name(&self) -> String {
+        match self.info.name.as_str() {
+            "" => format!("{:?}", self.info.backend),
+            name => name.to_string(),
+        }
+    }
+
     /// One line per fact, as `wginfer info` prints it.
     pub fn describe(&self) -> String {
         let i = &self.info;

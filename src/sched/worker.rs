@@ -475,7 +475,7 @@ fn describe(e: &Engine) -> String {
         c.hidden,
         c.vocab,
         e.forward.weights.gpu_bytes() as f64 / (1 << 20) as f64,
-        e.gpu.info.name,
+        e.gpu.adapter_name(),
         if no_template { format!(" · {NO_TEMPLATE_NOTICE}") } else { String::new() }
     )
 }
