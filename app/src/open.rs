@@ -13,20 +13,7 @@ pub fn load(app: &mut ConsoleApp, opts: EngineOptions) {
     #[cfg(not(target_arch = "wasm32"))]
     app.worker.send(Command::Load(ModelSource::Path(target.into()), Box::new(opts)));
     #[cfg(target_arch = "wasm32")]
-    {
-        let (commands, errors) = (app.worker.commands(), app.page_errors.0.clone());
-        wasm_bindgen_futures::spawn_local(async move {
-            match fetch(&target).await {
-                Ok(bytes) => {
-                    let source = ModelSource::Gguf { name: target, bytes };
-                    let _ = commands.unbounded_send(Command::Load(source, Box::new(opts)));
-                }
-                Err(e) => {
-                    let _ = errors.send(format!("{target}: {e}"));
-                }
-            }
-        });
-    }
+    load_when_read(app, opts, async move { fetch(&target).await.map(|bytes| Some((target, bytes))) });
 }
 
 /// "Open file…": a file dialog; natively its path is loaded, in a page the file's bytes.
@@ -38,13 +25,12 @@ pub fn pick_file(app: &mut ConsoleApp) {
     }
     #[cfg(target_arch = "wasm32")]
     {
-        let (commands, opts) = (app.worker.commands(), app.engine_options());
-        wasm_bindgen_futures::spawn_local(async move {
+        let opts = app.engine_options();
+        load_when_read(app, opts, async {
             let Some(file) = rfd::AsyncFileDialog::new().add_filter("GGUF", &["gguf"]).pick_file().await else {
-                return;
+                return Ok(None);
             };
-            let source = ModelSource::Gguf { name: file.file_name(), bytes: file.read().await };
-            let _ = commands.unbounded_send(Command::Load(source, Box::new(opts)));
+            Ok(Some((file.file_name(), file.read().await)))
         });
     }
 }
@@ -58,16 +44,38 @@ pub fn pick_folder(app: &mut ConsoleApp) {
     }
 }
 
-/// `url`'s body, through the page's `fetch`.
+/// In a page: once `read` has a GGUF's name and bytes, the engine loop loads them; a failed
+/// read shows as a failed load, a cancelled one (`None`) does nothing.
+#[cfg(target_arch = "wasm32")]
+fn load_when_read(
+    app: &ConsoleApp,
+    opts: EngineOptions,
+    read: impl std::future::Future<Output = Result<Option<(String, Vec<u8>)>, String>> + 'static,
+) {
+    let (commands, errors) = (app.worker.commands(), app.page_errors.0.clone());
+    wasm_bindgen_futures::spawn_local(async move {
+        match read.await {
+            Ok(Some((name, bytes))) => {
+                let _ = commands.unbounded_send(Command::Load(ModelSource::Gguf { name, bytes }, Box::new(opts)));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = errors.send(e);
+            }
+        }
+    });
+}
+
+/// `url`'s body, through the page's `fetch`; an error names the URL.
 #[cfg(target_arch = "wasm32")]
 async fn fetch(url: &str) -> Result<Vec<u8>, String> {
     use wasm_bindgen::JsCast;
     use wasm_bindgen_futures::JsFuture;
-    let why = |e: wasm_bindgen::JsValue| format!("{e:?}");
+    let why = |e: wasm_bindgen::JsValue| format!("{url}: {e:?}");
     let window = web_sys::window().ok_or("no window")?;
     let response: web_sys::Response = JsFuture::from(window.fetch_with_str(url)).await.map_err(why)?.unchecked_into();
     if !response.ok() {
-        return Err(format!("HTTP {} {}", response.status(), response.status_text()));
+        return Err(format!("{url}: HTTP {} {}", response.status(), response.status_text()));
     }
     let body = JsFuture::from(response.array_buffer().map_err(why)?).await.map_err(why)?;
     Ok(js_sys::Uint8Array::new(&body).to_vec())
