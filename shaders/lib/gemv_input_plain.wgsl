@@ -5,6 +5,10 @@ fn gemv_weigh(xr: W8, k: u32) -> W8 {
     return xr;
 }
 
+fn gemv_weigh4(v: vec4<f32>, k: u32) -> vec4<f32> {
+    return v;
+}
+
 fn gemv_scale(ss: f32) -> f32 {
     return 1.0;
 }

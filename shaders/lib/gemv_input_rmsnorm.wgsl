@@ -10,6 +10,11 @@ fn gemv_weigh(xr: W8, k: u32) -> W8 {
     return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
 }
 
+// Four values of x at k (k % 4 == 0) times gamma.
+fn gemv_weigh4(v: vec4<f32>, k: u32) -> vec4<f32> {
+    return v * gamma[k / 4u];
+}
+
 fn gemv_scale(ss: f32) -> f32 {
     return inverseSqrt(ss / f32(K) + EPS);
 }

@@ -10,6 +10,24 @@ fn w_scale(e: u32) -> vec2<f32> {
 
 fn w_quants(e: u32) -> vec4<f32> {
     let j = e % 32u;
-    let q = w_word_at((e / 32u) * 18u + 2u + j % 16u) >> select(0u, 4u, j >= 16u);
-    return vec4<f32>(vec4<u32>(q, q >> 8u, q >> 16u, q >> 24u) & vec4<u32>(15u));
+    return nibbles4(w_word_at((e / 32u) * 18u + 2u + j % 16u), select(0u, 4u, j >= 16u));
+}
+
+// sum_i W[e + i] * x[i] over the block at e (lib/linear_gemv_rows): the five words it spans read
+// once; a block at an odd half word has its quants in whole words, else each straddles two.
+fn w_dot32(e: u32, x: X32) -> f32 {
+    let byte = (e / 32u) * 18u;
+    let i = byte / 4u;
+    let w0 = w[i];
+    let w1 = w[i + 1u];
+    let w2 = w[i + 2u];
+    let w3 = w[i + 3u];
+    let w4 = w[i + 4u];
+    let odd = (byte & 2u) != 0u;
+    let d = unpack2x16float(select(w0, w0 >> 16u, odd)).x;
+    let q0 = select((w0 >> 16u) | (w1 << 16u), w1, odd);
+    let q1 = select((w1 >> 16u) | (w2 << 16u), w2, odd);
+    let q2 = select((w2 >> 16u) | (w3 << 16u), w3, odd);
+    let q3 = select((w3 >> 16u) | (w4 << 16u), w4, odd);
+    return d * (nibbles_dot32(q0, q1, q2, q3, x) - 8.0 * x.sum);
 }

@@ -120,6 +120,9 @@ struct KernelArgs {
     /// Only these weight types (comma-separated names, e.g. f16,q4_0).
     #[arg(long, value_delimiter = ',')]
     types: Option<Vec<String>>,
+    /// Only steps of these row counts in the rows-per-step table (comma-separated, e.g. 1,8).
+    #[arg(long, value_delimiter = ',')]
+    rows: Option<Vec<u32>>,
     #[arg(long)]
     adapter: Option<usize>,
 }
@@ -252,7 +255,9 @@ const COLD_BYTES: usize = 512 << 20;
 
 /// GEMV shapes (lanes per row, outputs per lane group, threads) `--sweep` tries besides the
 /// heuristic's, llm.c style.
-const GEMV_VARIANTS: [(u32, u32, u32); 15] = [
+const GEMV_VARIANTS: [(u32, u32, u32); 17] = [
+    (1, 2, 8),
+    (1, 4, 8),
     (8, 1, 256),
     (8, 2, 256),
     (16, 1, 128),
@@ -337,7 +342,7 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         _ => STEP_SHAPES,
     };
     let step_types = if k.types.is_some() { types } else { vec![WeightType::F16] };
-    let table = StepTable { json: k.json, reps: k.reps, quick: k.quick, limit_gb_s };
+    let table = StepTable { json: k.json, reps: k.reps, quick: k.quick, limit_gb_s, rows: k.rows.clone() };
     table.run(&gpu, &mut prof, &configs, step_shapes, &step_types)?;
     if full {
         printer.header();
@@ -354,6 +359,8 @@ struct StepTable {
     reps: u32,
     quick: bool,
     limit_gb_s: Option<f64>,
+    /// `--rows`: only these row counts.
+    rows: Option<Vec<u32>>,
 }
 
 impl StepTable {
@@ -391,6 +398,7 @@ impl StepTable {
                 let crossover = (r == GEMV_MAX_ROWS).then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
                 std::iter::once((r, None)).chain(crossover.into_iter().flatten())
             })
+            .filter(|(r, _)| self.rows.as_ref().is_none_or(|only| only.contains(r)))
             .collect();
         for &(model, matrix, rows, cols) in shapes {
             for &ty in types {
@@ -454,13 +462,13 @@ fn parse_shape(s: &str) -> Result<(usize, usize), String> {
     Ok((num(r)?, num(c)?))
 }
 
-/// The heuristic's GEMV configuration and every variant of GEMV_VARIANTS.
+/// The heuristic's GEMV configuration and every variant of GEMV_VARIANTS (one-lane shapes only
+/// where the rows core runs).
 pub(super) fn sweep_configs(gpu: &Gpu) -> Vec<LinearConfig> {
     let heuristic = LinearConfig::for_adapter(&gpu.caps);
     std::iter::once(heuristic)
-        .chain(GEMV_VARIANTS.iter().map(|&(lanes, rows, threads)| LinearConfig {
-            gemv: Some(GemvShape { lanes, rows, threads }),
-            ..heuristic
+        .chain(GEMV_VARIANTS.iter().filter(|v| v.0 > 1 || heuristic.has_rows_core()).map(|&(lanes, rows, threads)| {
+            LinearConfig { gemv: Some(GemvShape { lanes, rows, threads }), ..heuristic }
         }))
         .collect()
 }

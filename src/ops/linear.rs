@@ -65,7 +65,9 @@ impl Tiles {
 }
 
 /// Shape of the GEMV (decode) core: `lanes` threads share each weight row, every lane group
-/// computes `rows` consecutive outputs, `threads` per workgroup.
+/// computes `rows` consecutive outputs, `threads` per workgroup. One lane per row is the core
+/// for CPU adapters (lib/linear_gemv_rows): a workgroup of one 8-lane subgroup, each lane
+/// `rows` whole rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GemvShape {
     pub lanes: u32,
@@ -78,10 +80,14 @@ impl GemvShape {
     /// short lane groups (more rows in flight), few rows want long ones (more loads per row in
     /// flight); one output per lane group. On a CPU adapter lane groups of 8 with two outputs
     /// each: the sums stay in one SIMD-wide subgroup (shuffles, no barrier) and each lane gets a
-    /// long k loop (lavapipe, `wginfer tune --quick`: SmolLM2's 3072x576 Q4_1 6.5 -> 0.86 ms).
-    pub fn heuristic(_k: u32, n: u32, cpu: bool) -> GemvShape {
-        if cpu {
-            return GemvShape { lanes: 8, rows: 2, threads: 256 };
+    /// long k loop (lavapipe, `wginfer tune --quick`: SmolLM2's 3072x576 Q4_1 6.5 -> 0.86 ms),
+    /// or where the rows core fits (`rows_core`: 8-lane subgroups, whole 32-value blocks) a lane
+    /// per row (3072x576 Q4_1 -> 0.29-0.54 ms, docs/PERF.md).
+    pub fn heuristic(_k: u32, n: u32, cpu: bool, rows_core: bool) -> GemvShape {
+        match () {
+            _ if cpu && rows_core => return ROWS_CORE,
+            _ if cpu => return GemvShape { lanes: 8, rows: 2, threads: 256 },
+            _ => {}
         }
         let lanes = if n >= 8192 { 16 } else { 128 };
         GemvShape { lanes, rows: 1, threads: 256 }
@@ -123,6 +129,13 @@ impl GemvShape {
         Ok(())
     }
 }
+
+/// The rows core's shape (lib/linear_gemv_rows): one lane per row, two rows each, one 8-lane
+/// subgroup per workgroup.
+const ROWS_CORE: GemvShape = GemvShape { lanes: 1, rows: 2, threads: ROWS_CORE_LANES };
+/// The subgroup size the rows core is written for: its lanes hand each other a 32-value block
+/// of x, a vec4 each.
+const ROWS_CORE_LANES: u32 = 8;
 
 impl std::fmt::Display for GemvShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -319,7 +332,8 @@ impl LinearConfig {
     /// The batched GEMV core's shape for a `[n, k]` weight: the forced one, else the heuristic's
     /// (`wginfer tune` measures the one-row core only).
     pub fn gemv_batch_shape(&self, k: u32, n: u32, rows: u32) -> GemvShape {
-        self.gemv.unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
+        // The rows core has no batched form: a forced one-lane shape is the one-row core's.
+        self.gemv.filter(|g| g.lanes > 1).unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
     }
 
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
@@ -327,7 +341,18 @@ impl LinearConfig {
     pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
         self.gemv
             .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
-            .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu))
+            .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu, self.rows_core_fits(k)))
+    }
+
+    /// The rows core (`GemvShape` with one lane per row) can run a weight of `k` columns here:
+    /// subgroups of exactly its 8 lanes, and whole 32-value blocks.
+    pub fn rows_core_fits(&self, k: u32) -> bool {
+        self.has_rows_core() && k.is_multiple_of(32)
+    }
+
+    /// The adapter's subgroups are the rows core's 8 lanes.
+    pub fn has_rows_core(&self) -> bool {
+        self.subgroups == Some((ROWS_CORE_LANES, ROWS_CORE_LANES))
     }
 }
 
@@ -461,8 +486,16 @@ pub fn sources(
             assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
         }
     };
-    let (lanes, one_defs) = gemv_defs(g);
-    let one = assemble(name, &one_defs, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat());
+    let one = match g.lanes {
+        1 => {
+            let d = base.clone().u32("RPG", g.rows).u32("WG_THREADS", g.threads);
+            assemble(name, &d, &[w, weight.dot32_libs(), &[gemv_input, "lib/linear_gemv_rows"]].concat())
+        }
+        _ => {
+            let (lanes, d) = gemv_defs(g);
+            assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat())
+        }
+    };
     let batch = GEMV_BATCH_ROWS.map(|rows| {
         let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
         let d = d.u32("GEMV_ROWS", rows);
@@ -485,6 +518,13 @@ impl LinearKernels {
         anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
         let gemv_shape = cfg.gemv_shape(shape.k, shape.n, weight);
         gemv_shape.check()?;
+        let rows_core = gemv_shape.lanes == 1;
+        anyhow::ensure!(
+            !rows_core
+                || (gemv_shape.threads == ROWS_CORE_LANES && gemv_shape.rows >= 2 && cfg.rows_core_fits(shape.k)),
+            "{name}: GEMV shape {gemv_shape} (one lane per row) needs {ROWS_CORE_LANES}-lane subgroups, as many threads, an even number of rows per lane, and a multiple of 32 columns (this weight has {})",
+            shape.k
+        );
         let mut kernels = Vec::new();
         for (core, source) in sources(name, defs, weight, shape, cfg) {
             kernels.push((core, Kernel::get(gpu, name, source)?));

@@ -12,7 +12,8 @@ use wginfer::ops::{Step, Weight, WeightType};
 
 /// The portable variant, and the adapter's variant (subgroups, tensor cores where it has them)
 /// at the heuristic GEMV shapes and at GEMV shapes whose lane groups fit in one subgroup or span
-/// several; where the adapter has tensor cores, also its tiled core without them.
+/// several, or (8-lane subgroups) one lane per row with four rows each; where the adapter has
+/// tensor cores, also its tiled core without them.
 pub fn configs(gpu: &Gpu) -> Vec<LinearConfig> {
     let adapter = LinearConfig::for_adapter(&gpu.caps);
     let mut v = vec![LinearConfig::default(), adapter];
@@ -22,11 +23,16 @@ pub fn configs(gpu: &Gpu) -> Vec<LinearConfig> {
     for (lanes, rows, threads) in [(4, 1, 8), (8, 4, 64), (64, 2, 128), (256, 2, 256)] {
         v.push(LinearConfig { gemv: Some(GemvShape { lanes, rows, threads }), ..adapter });
     }
+    if adapter.has_rows_core() {
+        v.push(LinearConfig { gemv: Some(GemvShape { lanes: 1, rows: 4, threads: 8 }), ..adapter });
+    }
     v
 }
 
 fn check(gpu: &Gpu, ty: WeightType, rows: usize, k: usize, n: usize, accumulate: bool) {
-    for cfg in configs(gpu) {
+    // A forced one-lane-per-row shape runs whole 32-value blocks only.
+    let runs = |c: &LinearConfig| c.gemv.is_none_or(|g| g.lanes > 1) || c.rows_core_fits(k as u32);
+    for cfg in configs(gpu).into_iter().filter(runs) {
         check_with(gpu, &cfg, ty, rows, k, n, accumulate);
     }
 }
