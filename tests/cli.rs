@@ -150,13 +150,18 @@ fn tune_stores_shapes_that_later_runs_use() {
 fn wginfer_shaders_replaces_embedded_shader_files() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("lib")).unwrap();
-    std::fs::write(dir.path().join("lib/linear_gemv.wgsl"), "this is not WGSL").unwrap();
+    // Both one-row GEMV cores: CPU adapters with 8-lane subgroups take lib/linear_gemv_rows.
+    for core in ["linear_gemv", "linear_gemv_rows"] {
+        std::fs::write(dir.path().join(format!("lib/{core}.wgsl")), "this is not WGSL").unwrap();
+    }
     let args = ["bench", "kernels", "--quick", "--types", "f16", "--shapes", "64x64", "--reps", "1"];
     let out = wginfer().env("WGINFER_SHADERS", dir.path()).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains("replacing [\"lib/linear_gemv\"]") && err.contains("kernel matmul failed to compile"),
+        err.contains("replacing [")
+            && err.contains("\"lib/linear_gemv\"")
+            && err.contains("kernel matmul failed to compile"),
         "{err}"
     );
 }
