@@ -113,6 +113,27 @@ impl Engine {
         ids
     }
 
+    /// Runs once every kernel a first greedy request needs (a prompt one row past the GEMV
+    /// cores, so the prefill core runs, then two decode steps) and forgets it. A driver that
+    /// compiles a pipeline at its first dispatch (lavapipe: seconds for a model's kernels) then
+    /// does so inside the load instead of in the first answer's time to first token.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn warm_up(&mut self) -> Result<()> {
+        let context = self.forward.kv.opts.context as usize;
+        let prompt = (crate::ops::linear::GEMV_MAX_ROWS as usize + 1).min(context.saturating_sub(2));
+        if prompt > 0 {
+            let req = Request {
+                prompt_ids: vec![0; prompt],
+                max_tokens: 2,
+                sampling: SamplingParams::default(),
+                stop_at_eos: false,
+            };
+            self.generate(&req, |_| true)?;
+        }
+        self.reset();
+        Ok(())
+    }
+
     /// Forgets the cached conversation and gives its KV memory back.
     pub fn reset(&mut self) {
         self.cached.clear();

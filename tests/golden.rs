@@ -22,6 +22,16 @@ fn llama_f32_matches_transformers() {
 }
 
 #[test]
+fn a_warmed_up_engine_still_matches_transformers() {
+    // warm_up runs a throwaway prompt and two decode steps: nothing of it may stay behind.
+    let mut engine = Engine::load(&fixture("qwen2-f32"), &EngineOptions::default()).unwrap();
+    engine.warm_up().unwrap();
+    assert_eq!(engine.position(), 0, "the warm-up's positions were given back");
+    let tol = logit_tolerance(&engine);
+    check_cases(&mut engine, &golden("qwen2-f32"), tol, 64, "qwen2-f32 after warm_up");
+}
+
+#[test]
 fn qwen2_f32_matches_transformers() {
     check_model("qwen2-f32", &EngineOptions::default());
 }

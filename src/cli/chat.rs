@@ -26,6 +26,8 @@ pub struct ChatArgs {
 pub fn run(a: &ChatArgs) -> Result<()> {
     let path = a.model.model_path()?;
     let mut engine = Engine::load(&path, &a.model.engine_options())?;
+    // Pipelines compile inside the load, not in the first answer's time to first token.
+    engine.warm_up()?;
     let tok = engine.tokenizer.take().with_context(|| format!("{} has no tokenizer.json", path.display()))?;
     let mut history: Vec<Message> = a.system.iter().map(|s| Message::new("system", s)).collect();
     let stdin = std::io::stdin();

@@ -49,8 +49,21 @@ impl ModelSource {
         }
     }
 
-    /// The model on a new device (the page's adapter in a browser).
+    /// The model on a new device (the page's adapter in a browser); natively with its kernels
+    /// run once (`Engine::warm_up`), so the status line says "loading" while lavapipe compiles
+    /// them rather than the first answer waiting.
     async fn open(self, opts: &EngineOptions) -> Result<Engine> {
+        let engine = self.open_cold(opts).await?;
+        #[cfg(not(target_arch = "wasm32"))]
+        let engine = {
+            let mut engine = engine;
+            engine.warm_up()?;
+            engine
+        };
+        Ok(engine)
+    }
+
+    async fn open_cold(self, opts: &EngineOptions) -> Result<Engine> {
         match self {
             #[cfg(not(target_arch = "wasm32"))]
             ModelSource::Path(path) => Engine::load(&path, opts),
