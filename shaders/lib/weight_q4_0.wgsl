@@ -14,7 +14,7 @@ fn w_quants(e: u32) -> vec4<f32> {
 }
 
 // sum_i W[e + i] * x[i] over the block at e (lib/linear_gemv_rows): the five words it spans read
-// once; a block at an odd half word has its quants in whole words, else each straddles two.
+// once (lib/weight_bytes' block_scale and block_word take them apart).
 fn w_dot32(e: u32, x: X32) -> f32 {
     let byte = (e / 32u) * 18u;
     let i = byte / 4u;
@@ -24,10 +24,10 @@ fn w_dot32(e: u32, x: X32) -> f32 {
     let w3 = w[i + 3u];
     let w4 = w[i + 4u];
     let odd = (byte & 2u) != 0u;
-    let d = unpack2x16float(select(w0, w0 >> 16u, odd)).x;
-    let q0 = select((w0 >> 16u) | (w1 << 16u), w1, odd);
-    let q1 = select((w1 >> 16u) | (w2 << 16u), w2, odd);
-    let q2 = select((w2 >> 16u) | (w3 << 16u), w3, odd);
-    let q3 = select((w3 >> 16u) | (w4 << 16u), w4, odd);
-    return d * (nibbles_dot32(q0, q1, q2, q3, x) - 8.0 * x.sum);
+    let q0 = block_word(w0, w1, odd);
+    let q1 = block_word(w1, w2, odd);
+    let q2 = block_word(w2, w3, odd);
+    let q3 = block_word(w3, w4, odd);
+    let q = nibbles_dot32(q0, q1, q2, q3, x);
+    return block_scale(w0, odd) * (q - 8.0 * x.sum);
 }
