@@ -312,7 +312,7 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     for &(model, matrix, rows, cols) in shapes {
         for &ty in &types {
             let Some(bench) = GemvBench::new(&gpu, matrix, ty, rows, cols, k.quick)? else { continue };
-            for cfg in &configs {
+            for cfg in configs.iter().filter(|c| c.gemv_runs(cols as u32)) {
                 let (median, spread) = bench.time(&gpu, &mut prof, cfg, k.reps, k.quick)?;
                 let bytes = bench.bytes();
                 let gbs = bytes as f64 / median;
@@ -403,7 +403,7 @@ impl StepTable {
         for &(model, matrix, rows, cols) in shapes {
             for &ty in types {
                 let Some(bench) = GemvBench::new(gpu, matrix, ty, rows, cols, self.quick)? else { continue };
-                for (i, cfg) in configs.iter().enumerate() {
+                for (i, cfg) in configs.iter().enumerate().filter(|(_, c)| c.gemv_runs(cols as u32)) {
                     // The other configurations change the GEMV cores only.
                     let gemv_only = |&&(r, c): &&(u32, Option<Core>)| c.is_none() && r <= GEMV_MAX_ROWS;
                     for &(step_rows, core) in cases.iter().filter(|c| i == 0 || gemv_only(c)) {

@@ -84,10 +84,8 @@ impl GemvShape {
     /// or where the rows core fits (`rows_core`: 8-lane subgroups, whole 32-value blocks) a lane
     /// per row (3072x576 Q4_1 -> 0.29-0.54 ms, docs/PERF.md).
     pub fn heuristic(_k: u32, n: u32, cpu: bool, rows_core: bool) -> GemvShape {
-        match () {
-            _ if cpu && rows_core => return ROWS_CORE,
-            _ if cpu => return GemvShape { lanes: 8, rows: 2, threads: 256 },
-            _ => {}
+        if cpu {
+            return if rows_core { ROWS_CORE } else { GemvShape { lanes: 8, rows: 2, threads: 256 } };
         }
         let lanes = if n >= 8192 { 16 } else { 128 };
         GemvShape { lanes, rows: 1, threads: 256 }
@@ -348,6 +346,12 @@ impl LinearConfig {
     /// subgroups of exactly its 8 lanes, and whole 32-value blocks.
     pub fn rows_core_fits(&self, k: u32) -> bool {
         self.has_rows_core() && k.is_multiple_of(32)
+    }
+
+    /// This configuration can build its one-row GEMV for a weight of `k` columns: any shape but
+    /// a forced one-lane (rows core) shape where the rows core does not fit.
+    pub fn gemv_runs(&self, k: u32) -> bool {
+        self.gemv.is_none_or(|g| g.lanes > 1) || self.rows_core_fits(k)
     }
 
     /// The adapter's subgroups are the rows core's 8 lanes.

@@ -31,8 +31,7 @@ pub fn configs(gpu: &Gpu) -> Vec<LinearConfig> {
 
 fn check(gpu: &Gpu, ty: WeightType, rows: usize, k: usize, n: usize, accumulate: bool) {
     // A forced one-lane-per-row shape runs whole 32-value blocks only.
-    let runs = |c: &LinearConfig| c.gemv.is_none_or(|g| g.lanes > 1) || c.rows_core_fits(k as u32);
-    for cfg in configs(gpu).into_iter().filter(runs) {
+    for cfg in configs(gpu).into_iter().filter(|c| c.gemv_runs(k as u32)) {
         check_with(gpu, &cfg, ty, rows, k, n, accumulate);
     }
 }
