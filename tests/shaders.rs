@@ -78,8 +78,9 @@ fn every_kernel_variant_validates() {
         );
     }
     for opts in [AttnOptions::full(&heads), AttnOptions { scale: 0.2, window: Some(512) }] {
-        for score_lanes in [1, 2, 4] {
-            validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, score_lanes));
+        for (threads, score_lanes) in [(256, 1), (256, 2), (256, 4), (16, 4)] {
+            let shape = attention_plain::PlainShape { threads, score_lanes };
+            validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, shape));
         }
         validate("attention_flash", &attention_flash::source(&heads, opts, &plan));
     }

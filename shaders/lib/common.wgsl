@@ -17,7 +17,7 @@ fn dot8(a: W8, b: W8) -> f32 {
 }
 
 // Thirty-two consecutive values of x and their sum: one block of the 32-value quantized types
-// (lib/linear_gemv_rows' unit of work, for the weight pieces' w_dot32).
+// (lib/linear_gemv_rows' unit of work).
 struct X32 {
     v0: W8,
     v1: W8,
@@ -26,15 +26,37 @@ struct X32 {
     sum: f32,
 }
 
+// A 32-value block of a weight row as d * q + m, q its quants as values (d = 1, m = 0 for types
+// read value by value): what the weight pieces' w_block32 gives lib/linear_gemv_rows, which
+// takes it apart once and multiplies it with several rows of x.
+struct W32 {
+    q0: W8,
+    q1: W8,
+    q2: W8,
+    q3: W8,
+    d: f32,
+    m: f32,
+}
+
+// sum_i W[i] * x[i] over a block.
+fn w32_dot(w: W32, x: X32) -> f32 {
+    return w.d * (dot8(w.q0, x.v0) + dot8(w.q1, x.v1) + dot8(w.q2, x.v2) + dot8(w.q3, x.v3)) + w.m * x.sum;
+}
+
 // The four low (shift 0) or high (shift 4) nibbles of the bytes of q, as values.
 fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(q) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(15u));
 }
 
-// sum_i q_i * x[i] over a block of 32 nibbles in ggml's 4-bit layout (Q4_0, Q4_1): word i
-// holds values 4i .. 4i + 3 in its low nibbles and 16 + 4i .. 19 + 4i in its high ones.
-fn nibbles_dot32(q0: u32, q1: u32, q2: u32, q3: u32, x: X32) -> f32 {
-    return dot(nibbles4(q0, 0u), x.v0.lo) + dot(nibbles4(q1, 0u), x.v0.hi) + dot(nibbles4(q2, 0u), x.v1.lo)
-        + dot(nibbles4(q3, 0u), x.v1.hi) + dot(nibbles4(q0, 4u), x.v2.lo) + dot(nibbles4(q1, 4u), x.v2.hi)
-        + dot(nibbles4(q2, 4u), x.v3.lo) + dot(nibbles4(q3, 4u), x.v3.hi);
+// A block of 32 nibbles in ggml's 4-bit layout (Q4_0, Q4_1) as d * q + m: word i holds values
+// 4i .. 4i + 3 in its low nibbles and 16 + 4i .. 19 + 4i in its high ones.
+fn nibbles_block(q0: u32, q1: u32, q2: u32, q3: u32, d: f32, m: f32) -> W32 {
+    return W32(
+        W8(nibbles4(q0, 0u), nibbles4(q1, 0u)),
+        W8(nibbles4(q2, 0u), nibbles4(q3, 0u)),
+        W8(nibbles4(q0, 4u), nibbles4(q1, 4u)),
+        W8(nibbles4(q2, 4u), nibbles4(q3, 4u)),
+        d,
+        m,
+    );
 }

@@ -1,20 +1,60 @@
-// GEMV core for one row on CPU adapters (lavapipe): y[n] = sum_k x[k] * W[n, k], each lane of
-// one subgroup-sized workgroup owning RPG whole rows of W, so no sum ever crosses lanes and no
-// barrier is needed. On such an adapter a workgroup is a loop over SIMD vectors, a load whose
+// Linear core for CPU adapters (lavapipe): y[m, n] = sum_k x[m, k] * W[n, k] for XROWS rows of
+// x per workgroup (1: the one-row GEMV of decode; more: batched decode and prefill), each lane
+// of one subgroup-sized workgroup owning RPG whole rows of W, so no sum ever crosses lanes and
+// no barrier is needed. On such an adapter a workgroup is a loop over SIMD vectors, a load whose
 // address differs by lane is a scalar load per lane (with its own bounds check), and an address
 // the same for all lanes is no cheaper unless it is a constant; the cost is the number of loads.
-// So each 32-value block of x is loaded once per workgroup, a vec4 per lane, and handed to every
-// lane by subgroupBroadcast (a register move), and each weight block is read by w_dot32 in as
-// few loads as its type allows (a Q4_1 block: five words, against sixteen through w_load8).
-// SmolLM2's 3072x576 Q4_1 weight on lavapipe: 1.38 -> 0.29-0.54 ms against lib/linear_gemv, its
-// 49152x576 Q8_0 LM head 23.5 -> 19.2 ms (docs/PERF.md).
-// Needs from the kernel: x (array<XElem>), w, store_pair; w_dot32 from the weight piece (or
-// lib/weight_dot32); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*.
-// Constants: K (a multiple of 32), N, RPG (2 or 4), WG_THREADS (8: the subgroup size, so lane
-// j's vec4 is values 4j .. 4j + 3 of the block).
+// So each 32-value block of a row of x is loaded once per workgroup, a vec4 per lane, and handed
+// to every lane by subgroupBroadcast (a register move), and each weight block is read by
+// w_block32 in as few loads as its type allows (a Q4_1 block: five words, against sixteen
+// through w_load8), taken apart once and multiplied with all XROWS rows of x.
+// SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
+// lib/linear_gemv (docs/PERF.md).
+// Needs from the kernel: x (array<XElem>), w, store_pair; w_block32 from the weight piece (or
+// lib/weight_block32); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*; step_rows from
+// lib/rows_one (XROWS = 1) or lib/rows_of_step.
+// Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
+// subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
 alias XElem = vec4<f32>;
 
 const WG_ROWS: u32 = WG_THREADS * RPG;
+const MAX_XROWS: u32 = 8u;
+
+// The block at k of the row of x this lane loaded a vec4 of (xv), in every lane. A shuffle,
+// not subgroupBroadcast: inside a loop llvmpipe finds the first active lane for every broadcast,
+// a shuffle with a constant lane is one permute.
+fn x32_of_lanes(xv: vec4<f32>) -> X32 {
+    var xb: X32;
+    xb.v0 = W8(subgroupShuffle(xv, 0u), subgroupShuffle(xv, 1u));
+    xb.v1 = W8(subgroupShuffle(xv, 2u), subgroupShuffle(xv, 3u));
+    xb.v2 = W8(subgroupShuffle(xv, 4u), subgroupShuffle(xv, 5u));
+    xb.v3 = W8(subgroupShuffle(xv, 6u), subgroupShuffle(xv, 7u));
+    let s = xb.v0.lo + xb.v0.hi + xb.v1.lo + xb.v1.hi + xb.v2.lo + xb.v2.hi + xb.v3.lo + xb.v3.hi;
+    xb.sum = dot(s, vec4<f32>(1.0));
+    return xb;
+}
+
+// Row m of x times this lane's weight blocks at k (wb): the dot products (.xyz w: one per
+// weight row) and the x^2 sum of this lane's values of the row.
+struct RowBlock {
+    dots: vec4<f32>,
+    ss: f32,
+}
+
+fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>) -> RowBlock {
+    let xl = x[(m * K + k) / 4u + lane];
+    let xb = x32_of_lanes(gemv_weigh4(xl, k + 4u * lane));
+    var dots = vec4<f32>(0.0);
+    for (var r = 0u; r < RPG; r++) {
+        dots[r] = w32_dot(wb[r], xb);
+    }
+    return RowBlock(dots, dot(xl, xl));
+}
+
+// Adds a row's block into its sums.
+fn add_block(a: RowBlock, b: RowBlock) -> RowBlock {
+    return RowBlock(a.dots + b.dots, a.ss + b.ss);
+}
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -22,37 +62,56 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    // Large outputs (an LM head) need more than 65535 workgroups: the grid is 2-D.
+    // Large outputs (an LM head) need more than 65535 workgroups: the weight's rows span x and
+    // y of the grid, x's rows z.
     let group = wg.y * groups.x + wg.x;
     let n0 = group * WG_ROWS + lane * RPG;
-    var acc = vec4<f32>(0.0);
-    var ss = 0.0;
+    let m0 = wg.z * XROWS;
+    let rows = step_rows();
+    // Rows past the step's repeat its last (valid memory), never stored.
+    var m: array<u32, MAX_XROWS>;
+    for (var t = 0u; t < MAX_XROWS; t++) {
+        m[t] = min(m0 + t, max(rows, 1u) - 1u);
+    }
+    var acc: array<RowBlock, MAX_XROWS>;
     for (var c = 0u; c < K / 32u; c++) {
         let k = c * 32u;
-        let xl = x[k / 4u + lane];
-        ss += dot(xl, xl);
-        let xv = gemv_weigh4(xl, k + 4u * lane);
-        var xb: X32;
-        xb.v0 = W8(subgroupBroadcast(xv, 0u), subgroupBroadcast(xv, 1u));
-        xb.v1 = W8(subgroupBroadcast(xv, 2u), subgroupBroadcast(xv, 3u));
-        xb.v2 = W8(subgroupBroadcast(xv, 4u), subgroupBroadcast(xv, 5u));
-        xb.v3 = W8(subgroupBroadcast(xv, 6u), subgroupBroadcast(xv, 7u));
-        let s = xb.v0.lo + xb.v0.hi + xb.v1.lo + xb.v1.hi + xb.v2.lo + xb.v2.hi + xb.v3.lo + xb.v3.hi;
-        xb.sum = dot(s, vec4<f32>(1.0));
+        var wb: array<W32, RPG>;
         for (var r = 0u; r < RPG; r++) {
             // Rows past N read row N - 1 (valid memory); their sums are never stored.
-            acc[r] += w_dot32(min(n0 + r, N - 1u) * K + k, xb);
+            wb[r] = w_block32(min(n0 + r, N - 1u) * K + k);
+        }
+        // The rows written out rather than looped over: NIR unrolls no loop this long, and
+        // then acc and ss would be indexed by a variable, each access a per-lane loop.
+        acc[0] = add_block(acc[0], row_block(m[0], k, lane, wb));
+        if (XROWS >= 2u) {
+            acc[1] = add_block(acc[1], row_block(m[1], k, lane, wb));
+        }
+        if (XROWS >= 4u) {
+            acc[2] = add_block(acc[2], row_block(m[2], k, lane, wb));
+            acc[3] = add_block(acc[3], row_block(m[3], k, lane, wb));
+        }
+        if (XROWS >= 8u) {
+            acc[4] = add_block(acc[4], row_block(m[4], k, lane, wb));
+            acc[5] = add_block(acc[5], row_block(m[5], k, lane, wb));
+            acc[6] = add_block(acc[6], row_block(m[6], k, lane, wb));
+            acc[7] = add_block(acc[7], row_block(m[7], k, lane, wb));
         }
     }
-    if (NORMED) {
-        ss += subgroupShuffleXor(ss, 1u);
-        ss += subgroupShuffleXor(ss, 2u);
-        ss += subgroupShuffleXor(ss, 4u);
-        acc *= gemv_scale(ss);
-    }
-    for (var r = 0u; r < RPG; r += 2u) {
-        if (n0 + r < N) {
-            store_pair(0u, n0 + r, acc[r], acc[r + 1u]);
+    for (var t = 0u; t < XROWS; t++) {
+        if (NORMED) {
+            var s = acc[t].ss;
+            s += subgroupShuffleXor(s, 1u);
+            s += subgroupShuffleXor(s, 2u);
+            s += subgroupShuffleXor(s, 4u);
+            acc[t].dots *= gemv_scale(s);
+        }
+        if (m0 + t < rows) {
+            for (var r = 0u; r < RPG; r += 2u) {
+                if (n0 + r < N) {
+                    store_pair(m0 + t, n0 + r, acc[t].dots[r], acc[t].dots[r + 1u]);
+                }
+            }
         }
     }
 }

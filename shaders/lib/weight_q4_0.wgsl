@@ -13,9 +13,9 @@ fn w_quants(e: u32) -> vec4<f32> {
     return nibbles4(w_word_at((e / 32u) * 18u + 2u + j % 16u), select(0u, 4u, j >= 16u));
 }
 
-// sum_i W[e + i] * x[i] over the block at e (lib/linear_gemv_rows): the five words it spans read
-// once (lib/weight_bytes' block_scale and block_word take them apart).
-fn w_dot32(e: u32, x: X32) -> f32 {
+// The block at e (e % 32 == 0) for lib/linear_gemv_rows: the five words it spans read once
+// (lib/weight_bytes' block_scale and block_word take them apart).
+fn w_block32(e: u32) -> W32 {
     let byte = (e / 32u) * 18u;
     let i = byte / 4u;
     let w0 = w[i];
@@ -24,10 +24,10 @@ fn w_dot32(e: u32, x: X32) -> f32 {
     let w3 = w[i + 3u];
     let w4 = w[i + 4u];
     let odd = (byte & 2u) != 0u;
+    let d = block_scale(w0, odd);
     let q0 = block_word(w0, w1, odd);
     let q1 = block_word(w1, w2, odd);
     let q2 = block_word(w2, w3, odd);
     let q3 = block_word(w3, w4, odd);
-    let q = nibbles_dot32(q0, q1, q2, q3, x);
-    return block_scale(w0, odd) * (q - 8.0 * x.sum);
+    return nibbles_block(q0, q1, q2, q3, d, -8.0 * d);
 }

@@ -9,10 +9,9 @@ fn w_load4(e: u32) -> vec4<f32> {
     return dm.x * nibbles4(w[b + 1u + (j % 16u) / 4u], select(0u, 4u, j >= 16u)) + dm.y;
 }
 
-// sum_i W[e + i] * x[i] over the block at e (lib/linear_gemv_rows): its five words read once.
-// Word i holds values 4i .. 4i + 3 in its low nibbles and 16 + 4i .. 19 + 4i in its high ones.
-fn w_dot32(e: u32, x: X32) -> f32 {
+// The block at e (e % 32 == 0) for lib/linear_gemv_rows: its five words read once.
+fn w_block32(e: u32) -> W32 {
     let b = (e / 32u) * 5u;
     let dm = unpack2x16float(w[b]);
-    return dm.x * nibbles_dot32(w[b + 1u], w[b + 2u], w[b + 3u], w[b + 4u], x) + dm.y * x.sum;
+    return nibbles_block(w[b + 1u], w[b + 2u], w[b + 3u], w[b + 4u], dm.x, dm.y);
 }

@@ -15,10 +15,9 @@ fn i8x4(q: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(q) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }
 
-// sum_i W[e + i] * x[i] over the block at e (lib/linear_gemv_rows): the nine words it spans
-// read once (four w_load8s read twenty), taken apart by lib/weight_bytes' block_scale and
-// block_word.
-fn w_dot32(e: u32, x: X32) -> f32 {
+// The block at e (e % 32 == 0) for lib/linear_gemv_rows: the nine words it spans read once
+// (four w_load8s read twenty), taken apart by lib/weight_bytes' block_scale and block_word.
+fn w_block32(e: u32) -> W32 {
     let byte = (e / 32u) * 34u;
     let i = byte / 4u;
     let odd = (byte & 2u) != 0u;
@@ -31,9 +30,12 @@ fn w_dot32(e: u32, x: X32) -> f32 {
     let w6 = w[i + 6u];
     let w7 = w[i + 7u];
     let w8 = w[i + 8u];
-    let s = dot(i8x4(block_word(w0, w1, odd)), x.v0.lo) + dot(i8x4(block_word(w1, w2, odd)), x.v0.hi)
-        + dot(i8x4(block_word(w2, w3, odd)), x.v1.lo) + dot(i8x4(block_word(w3, w4, odd)), x.v1.hi)
-        + dot(i8x4(block_word(w4, w5, odd)), x.v2.lo) + dot(i8x4(block_word(w5, w6, odd)), x.v2.hi)
-        + dot(i8x4(block_word(w6, w7, odd)), x.v3.lo) + dot(i8x4(block_word(w7, w8, odd)), x.v3.hi);
-    return block_scale(w0, odd) * s;
+    return W32(
+        W8(i8x4(block_word(w0, w1, odd)), i8x4(block_word(w1, w2, odd))),
+        W8(i8x4(block_word(w2, w3, odd)), i8x4(block_word(w3, w4, odd))),
+        W8(i8x4(block_word(w4, w5, odd)), i8x4(block_word(w5, w6, odd))),
+        W8(i8x4(block_word(w6, w7, odd)), i8x4(block_word(w7, w8, odd))),
+        block_scale(w0, odd),
+        0.0,
+    );
 }

@@ -412,18 +412,7 @@ impl StepTable {
                         else {
                             continue;
                         };
-                        let core_name = match core {
-                            Core::Split => "coop_split",
-                            Core::Gemv => "gemv",
-                            Core::GemvBatch(_) => "gemv_batch",
-                            Core::Prefill if cfg.coop_for(ty, cols as u32, rows as u32).is_some() => "coop",
-                            Core::Prefill => "tiled",
-                        };
-                        let variant = match core {
-                            Core::Prefill | Core::Split => "-".to_string(),
-                            Core::GemvBatch(built) => cfg.gemv_batch_shape(cols as u32, rows as u32, built).to_string(),
-                            Core::Gemv => cfg.gemv_shape(cols as u32, rows as u32, ty).to_string(),
-                        };
+                        let (core_name, variant) = cfg.core_label(ty, cols as u32, rows as u32, core);
                         let bytes = bench.step_bytes(step_rows);
                         let gbs = bytes as f64 / median;
                         let per_row = median / 1e3 / f64::from(step_rows);

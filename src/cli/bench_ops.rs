@@ -281,7 +281,8 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, o: &o, plan: &plan };
             let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
             let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
-            if attention_plain::workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
+            let plain_shape = attention_plain::PlainShape::for_adapter(&gpu.caps, h.head_dim);
+            if plain_shape.workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
                 let plain = AttentionPlain::new(gpu, &heads, AttnOptions::full(&heads), ctx, &b)?;
                 r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
             }

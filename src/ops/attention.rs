@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::attention_flash::AttentionFlash;
-use super::attention_plain::AttentionPlain;
+use super::attention_plain::{AttentionPlain, PlainShape};
 use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::Defs;
@@ -96,14 +96,14 @@ impl Attention {
             h.n_heads,
             h.n_kv_heads
         );
-        let wg = super::attention_plain::WG_THREADS;
+        let wg = super::attention_flash::WG_THREADS;
         anyhow::ensure!(
             h.head_dim.is_multiple_of(4) && h.head_dim <= 4 * wg,
             "head_dim {}: the attention kernels need a multiple of 4, at most {}",
             h.head_dim,
             4 * wg
         );
-        let wg_bytes = super::attention_plain::workgroup_bytes(h.head_dim, threshold);
+        let wg_bytes = PlainShape::for_adapter(&gpu.caps, h.head_dim).workgroup_bytes(h.head_dim, threshold);
         anyhow::ensure!(
             wg_bytes <= gpu.caps.max_workgroup_storage,
             "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",

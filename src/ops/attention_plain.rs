@@ -8,33 +8,49 @@ use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
-pub const WG_THREADS: u32 = 256;
-
-/// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
-/// values and a vec4 of partial sums per thread.
-pub fn workgroup_bytes(head_dim: u32, max_len: u32) -> u32 {
-    4 * (max_len + head_dim + WG_THREADS) + 16 * WG_THREADS
+/// A workgroup of the plain kernel: its threads, and the lanes that read each K row together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainShape {
+    pub threads: u32,
+    pub score_lanes: u32,
 }
 
-/// Lanes per score: 4 adjacent lanes read a K row together where subgroup shuffles can add
-/// their parts (the best of 2, 4 and 8 for a 512-token prefill on the H200, docs/PERF.md),
-/// fewer where HD / 4 is not a multiple of 4; one lane without subgroups.
-pub fn score_lanes(caps: &Caps, head_dim: u32) -> u32 {
-    match caps.subgroup {
-        true => {
-            [4, 2].into_iter().find(|&l| (head_dim / 4).is_multiple_of(l) && l <= caps.min_subgroup_size).unwrap_or(1)
-        }
-        false => 1,
+impl PlainShape {
+    /// 256 threads on a GPU. On a CPU adapter a workgroup is a loop over its subgroups and each
+    /// barrier a switch between them, so just enough threads for a row of V (HD / 4, at least
+    /// a subgroup of 8): on lavapipe SmolLM2's attention took 20.9 -> 4.2 ms per layer for a
+    /// 64-token prefill and 407 -> 140 us for a decode step (256 -> 16 threads, docs/PERF.md).
+    /// Lanes per score: 4 adjacent lanes read a K row together where subgroup shuffles can add
+    /// their parts (the best of 2, 4 and 8 for a 512-token prefill on the H200, docs/PERF.md),
+    /// fewer where HD / 4 is not a multiple of 4; one lane without subgroups.
+    pub fn for_adapter(caps: &Caps, head_dim: u32) -> PlainShape {
+        let threads = match caps.cpu {
+            true => (head_dim / 4).next_power_of_two().max(8),
+            false => 256,
+        };
+        let score_lanes = match caps.subgroup {
+            true => [4, 2]
+                .into_iter()
+                .find(|&l| (head_dim / 4).is_multiple_of(l) && l <= caps.min_subgroup_size)
+                .unwrap_or(1),
+            false => 1,
+        };
+        PlainShape { threads, score_lanes }
+    }
+
+    /// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
+    /// values and a vec4 of partial sums per thread.
+    pub fn workgroup_bytes(&self, head_dim: u32, max_len: u32) -> u32 {
+        4 * (max_len + head_dim + self.threads) + 16 * self.threads
     }
 }
 
-/// `max_len`: the longest context this kernel is asked to serve (the router's threshold);
-/// `score_lanes` from [`score_lanes`].
-pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32, score_lanes: u32) -> String {
-    let sum = if score_lanes > 1 { "lib/score_sum_shuffle" } else { "lib/score_sum_one" };
+/// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
+pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32, shape: PlainShape) -> String {
+    let sum = if shape.score_lanes > 1 { "lib/score_sum_shuffle" } else { "lib/score_sum_one" };
     assemble(
         "attention_plain",
-        &head_defs(h, opts, plan, WG_THREADS).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", score_lanes),
+        &head_defs(h, opts, plan, shape.threads).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", shape.score_lanes),
         &["lib/reduce", sum, "lib/attention_combine"],
     )
 }
@@ -43,7 +59,7 @@ pub struct AttentionPlain(Bound);
 
 impl AttentionPlain {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
-        let source = source(h, opts, &b.plan.layout, max_len, score_lanes(&gpu.caps, h.head_dim));
+        let source = source(h, opts, &b.plan.layout, max_len, PlainShape::for_adapter(&gpu.caps, h.head_dim));
         let k = Kernel::get(gpu, "attention_plain", source)?;
         Ok(AttentionPlain(k.bind(gpu, &b.list())))
     }

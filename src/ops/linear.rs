@@ -134,6 +134,55 @@ const ROWS_CORE: GemvShape = GemvShape { lanes: 1, rows: 2, threads: ROWS_CORE_L
 /// The subgroup size the rows core is written for: its lanes hand each other a 32-value block
 /// of x, a vec4 each.
 const ROWS_CORE_LANES: u32 = 8;
+/// The rows core's shape on steps of several rows (batched decode, prefill): four rows per
+/// lane, so each block of x a workgroup loads and shuffles serves 32 weight rows. SmolLM2's
+/// 64-token prefill on lavapipe: 10% faster than two rows per lane (docs/PERF.md).
+const ROWS_CORE_MULTI: GemvShape = GemvShape { lanes: 1, rows: 4, threads: ROWS_CORE_LANES };
+/// Rows of x per workgroup when the rows core runs a prefill step: each weight block it takes
+/// apart serves that many rows (as fast as 4 on lavapipe, and half the workgroups).
+const ROWS_CORE_PREFILL_ROWS: u32 = 8;
+
+/// How a core's workgroups cover a step's outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grid {
+    /// `outputs` consecutive outputs of `rows` consecutive rows each: outputs over x and y (2-D
+    /// past 65535 workgroups), rows over z (the GEMV cores and the rows core).
+    Outputs { outputs: u32, rows: u32 },
+    /// Tiles of `rows` x `cols` outputs: columns over x, rows over y (the tiled and tensor-core
+    /// cores).
+    Tiles { rows: u32, cols: u32 },
+}
+
+impl Grid {
+    /// Workgroup counts for `rows` rows of `n` outputs.
+    fn workgroups(self, n: u32, rows: u32) -> [u32; 3] {
+        match self {
+            Grid::Outputs { outputs, rows: per } => {
+                let [x, y, _] = grid(groups(n, outputs));
+                [x, y, groups(rows, per)]
+            }
+            Grid::Tiles { rows: tm, cols: tn } => [groups(n, tn), groups(rows, tm), 1],
+        }
+    }
+
+    /// Rows of x one workgroup covers.
+    fn rows(self) -> u32 {
+        match self {
+            Grid::Outputs { rows, .. } | Grid::Tiles { rows, .. } => rows,
+        }
+    }
+}
+
+/// Which core runs a weight's prefill steps (`Core::Prefill`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PrefillCore {
+    /// Tensor cores (lib/linear_coop), with this subgroup size.
+    Coop(u32),
+    /// The rows core, ROWS_CORE_PREFILL_ROWS rows per workgroup (CPU adapters).
+    Rows,
+    /// The tiled core (lib/linear_tiled).
+    Tiled,
+}
 
 impl std::fmt::Display for GemvShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -306,12 +355,39 @@ impl LinearConfig {
         self.coop_for(weight, s.k, s.n).filter(|_| self.coop_split && s.n < SPLIT_MAX_N)
     }
 
-    /// (rows, columns) of one workgroup's output tile in the prefill core a weight gets.
-    fn prefill_tile(&self, weight: WeightType, s: &LinearShape) -> (u32, u32) {
+    /// The core a weight's prefill steps run: tensor cores where they exist, else the rows core
+    /// where it fits (on lavapipe it reads each weight block once for 8 rows, where the tiled
+    /// core's workgroup-memory tiles cost a load per lane and value), else the tiled core.
+    fn prefill_core(&self, weight: WeightType, s: &LinearShape) -> PrefillCore {
         match self.coop_for(weight, s.k, s.n) {
-            Some(_) => coop_prefill().tile(),
-            None => (self.tiles.tm, self.tiles.tn),
+            Some(sg) => PrefillCore::Coop(sg),
+            None if self.rows_core_fits(s.k) => PrefillCore::Rows,
+            None => PrefillCore::Tiled,
         }
+    }
+
+    /// How the prefill core's workgroups cover a step.
+    fn prefill_grid(&self, weight: WeightType, s: &LinearShape) -> Grid {
+        match self.prefill_core(weight, s) {
+            PrefillCore::Coop(_) => {
+                let (rows, cols) = coop_prefill().tile();
+                Grid::Tiles { rows, cols }
+            }
+            PrefillCore::Rows => {
+                Grid::Outputs { outputs: ROWS_CORE_MULTI.workgroup_rows(), rows: ROWS_CORE_PREFILL_ROWS }
+            }
+            PrefillCore::Tiled => Grid::Tiles { rows: self.tiles.tm, cols: self.tiles.tn },
+        }
+    }
+
+    /// How the batched GEMV variant built for `rows` rows covers a step: the rows core's shape
+    /// where it fits (it runs every step of a weight), else `gemv_batch_shape`'s.
+    fn batch_grid(&self, k: u32, n: u32, rows: u32) -> Grid {
+        let shape = match self.rows_core_fits(k) {
+            true => ROWS_CORE_MULTI,
+            false => self.gemv_batch_shape(k, n, rows),
+        };
+        Grid::Outputs { outputs: shape.workgroup_rows(), rows }
     }
 
     /// `for_adapter` plus the shapes the tune cache holds for this adapter, if any (a cache
@@ -327,10 +403,10 @@ impl LinearConfig {
         LinearConfig { tuned: tuned.map(tune::intern), ..Self::for_adapter(&gpu.caps) }
     }
 
-    /// The batched GEMV core's shape for a `[n, k]` weight: the forced one, else the heuristic's
-    /// (`wginfer tune` measures the one-row core only).
+    /// The batched GEMV core's shape for a `[n, k]` weight where the rows core does not run it:
+    /// the forced one, else the heuristic's (`wginfer tune` measures the one-row core only).
     pub fn gemv_batch_shape(&self, k: u32, n: u32, rows: u32) -> GemvShape {
-        // The rows core has no batched form: a forced one-lane shape is the one-row core's.
+        // A forced one-lane shape is the rows core's, which the batched core has no form of.
         self.gemv.filter(|g| g.lanes > 1).unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
     }
 
@@ -340,6 +416,24 @@ impl LinearConfig {
         self.gemv
             .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
             .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu, self.rows_core_fits(k)))
+    }
+
+    /// What runs `core` on a `[n, k]` weight of type `ty`, for benchmark tables: the core's name
+    /// and shape (the rows core's with its rows of x per workgroup).
+    pub fn core_label(&self, ty: WeightType, k: u32, n: u32, core: Core) -> (&'static str, String) {
+        let shape = LinearShape { k, n, rows: Rows::Tokens, norm_eps: None };
+        let rows_core = |xrows: u32| ("rows", format!("{ROWS_CORE_MULTI}x{xrows}"));
+        match core {
+            Core::Gemv => ("gemv", self.gemv_shape(k, n, ty).to_string()),
+            Core::GemvBatch(built) if self.rows_core_fits(k) => rows_core(built),
+            Core::GemvBatch(built) => ("gemv_batch", self.gemv_batch_shape(k, n, built).to_string()),
+            Core::Prefill => match self.prefill_core(ty, &shape) {
+                PrefillCore::Coop(_) => ("coop", "-".into()),
+                PrefillCore::Rows => rows_core(ROWS_CORE_PREFILL_ROWS),
+                PrefillCore::Tiled => ("tiled", "-".into()),
+            },
+            Core::Split => ("coop_split", "-".into()),
+        }
     }
 
     /// The rows core (`GemvShape` with one lane per row) can run a weight of `k` columns here:
@@ -371,10 +465,8 @@ pub struct LinearKernels {
     coop: bool,
     k: u32,
     n: u32,
-    /// (rows, columns) of one workgroup's output tile in the tiled variant.
-    tile: (u32, u32),
-    /// Outputs per workgroup of the one-row GEMV core, and of each batched variant.
-    gemv_rows: (u32, Vec<u32>),
+    /// How the one-row GEMV core, each batched variant and the prefill core cover a step.
+    grids: (Grid, Vec<Grid>, Grid),
 }
 
 /// An RMSNorm fused into a linear kernel's input: its weight (f32, one per input column).
@@ -452,7 +544,11 @@ pub fn sources(
         lanes_piece(g.lanes, cfg.subgroups, d)
     };
     let w = weight.libs();
-    let (tm, tn) = cfg.prefill_tile(weight, s);
+    // The rows core on `xrows` rows per workgroup; `rows_piece` says how many the step has.
+    let rows_core = |xrows: u32, rpg: u32, rows_piece: &'static str| {
+        let d = base.clone().u32("RPG", rpg).u32("WG_THREADS", ROWS_CORE_LANES).u32("XROWS", xrows);
+        assemble(name, &d, &[w, weight.block32_libs(), &[gemv_input, rows_piece, "lib/linear_gemv_rows"]].concat())
+    };
     let coop = |sg: u32, c: CoopShape| {
         let (tm, tn) = c.tile();
         let d = base
@@ -476,12 +572,13 @@ pub fn sources(
         };
         assemble(name, &d, &pieces)
     };
-    let tiled = match cfg.coop_for(weight, s.k, s.n) {
-        Some(sg) => coop(sg, coop_prefill()),
-        None => {
-            let d = prefill_defs(tm, t.wg_x * t.wg_y)
-                .u32("TM", tm)
-                .u32("TN", tn)
+    let prefill = match cfg.prefill_core(weight, s) {
+        PrefillCore::Coop(sg) => coop(sg, coop_prefill()),
+        PrefillCore::Rows => rows_core(ROWS_CORE_PREFILL_ROWS, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
+        PrefillCore::Tiled => {
+            let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
+                .u32("TM", t.tm)
+                .u32("TN", t.tn)
                 .u32("TK", t.tk)
                 .u32("WG_X", t.wg_x)
                 .u32("WG_Y", t.wg_y)
@@ -491,22 +588,25 @@ pub fn sources(
         }
     };
     let one = match g.lanes {
-        1 => {
-            let d = base.clone().u32("RPG", g.rows).u32("WG_THREADS", g.threads);
-            assemble(name, &d, &[w, weight.dot32_libs(), &[gemv_input, "lib/linear_gemv_rows"]].concat())
-        }
+        1 => rows_core(1, g.rows, "lib/rows_one"),
         _ => {
             let (lanes, d) = gemv_defs(g);
             assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat())
         }
     };
     let batch = GEMV_BATCH_ROWS.map(|rows| {
-        let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
-        let d = d.u32("GEMV_ROWS", rows);
-        (Core::GemvBatch(rows), assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat()))
+        let source = match cfg.rows_core_fits(s.k) {
+            true => rows_core(rows, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
+            false => {
+                let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
+                let d = d.u32("GEMV_ROWS", rows);
+                assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat())
+            }
+        };
+        (Core::GemvBatch(rows), source)
     });
     let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, coop_split())));
-    [(Core::Gemv, one), (Core::Prefill, tiled)].into_iter().chain(batch).chain(split).collect()
+    [(Core::Gemv, one), (Core::Prefill, prefill)].into_iter().chain(batch).chain(split).collect()
 }
 
 impl LinearKernels {
@@ -538,15 +638,15 @@ impl LinearKernels {
         let gemv_batch = GEMV_BATCH_ROWS.iter().map(|&r| take(Core::GemvBatch(r)).expect("always built")).collect();
         let (gemv, prefill) = (gemv.expect("always built"), prefill.expect("always built"));
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
-        let tile = cfg.prefill_tile(weight, shape);
-        let mut batch_rows = Vec::new();
-        for rows in GEMV_BATCH_ROWS {
-            let batch_shape = cfg.gemv_batch_shape(shape.k, shape.n, rows);
-            batch_shape.check()?;
-            batch_rows.push(batch_shape.workgroup_rows());
+        if !cfg.rows_core_fits(shape.k) {
+            for rows in GEMV_BATCH_ROWS {
+                cfg.gemv_batch_shape(shape.k, shape.n, rows).check()?;
+            }
         }
-        let gemv_rows = (gemv_shape.workgroup_rows(), batch_rows);
-        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, k: shape.k, n: shape.n, tile, gemv_rows })
+        let one = Grid::Outputs { outputs: gemv_shape.workgroup_rows(), rows: 1 };
+        let batch = GEMV_BATCH_ROWS.iter().map(|&rows| cfg.batch_grid(shape.k, shape.n, rows)).collect();
+        let grids = (one, batch, cfg.prefill_grid(weight, shape));
+        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, k: shape.k, n: shape.n, grids })
     }
 
     /// The core that runs a step of `rows` rows: `Core::for_rows`, with `Core::Split` taking the
@@ -560,15 +660,16 @@ impl LinearKernels {
 
     /// Workgroup counts of `core` on `rows` rows.
     fn workgroups(&self, core: Core, rows: u32) -> [u32; 3] {
-        match core {
-            Core::Gemv => grid(groups(self.n, self.gemv_rows.0)),
-            Core::GemvBatch(built) => grid(groups(self.n, self.gemv_rows.1[batch_variant(built, rows)])),
-            Core::Prefill => [groups(self.n, self.tile.1), groups(rows, self.tile.0), 1],
+        let grid = match core {
+            Core::Gemv => self.grids.0,
+            Core::GemvBatch(built) => self.grids.1[batch_variant(built, rows)],
+            Core::Prefill => self.grids.2,
             Core::Split => {
-                let (tm, tn) = coop_split().tile();
-                [groups(self.n, tn), groups(rows, tm), 1]
+                let (rows, cols) = coop_split().tile();
+                Grid::Tiles { rows, cols }
             }
-        }
+        };
+        grid.workgroups(self.n, rows)
     }
 }
 
@@ -611,7 +712,7 @@ impl BoundLinear {
             true => {
                 let x = buffers[1];
                 // Whole tiles of rows: the cores read past the step's last row.
-                let tile_rows = kernels.tile.0.max(coop_split().tile().0);
+                let tile_rows = kernels.grids.2.rows().max(coop_split().tile().0);
                 let rows = x.size() / (4 * u64::from(kernels.k)) + u64::from(tile_rows);
                 let x16 = gpu.scratch("x_f16", rows * u64::from(kernels.k) * 2)?;
                 let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;

@@ -113,12 +113,12 @@ impl WeightType {
         }
     }
 
-    /// The pieces that give this type `w_dot32` (a 32-value block's dot product, for
+    /// The pieces that give this type `w_block32` (a 32-value block taken apart, for
     /// lib/linear_gemv_rows) where its own piece does not: four `w_load8`s.
-    pub fn dot32_libs(self) -> &'static [&'static str] {
+    pub fn block32_libs(self) -> &'static [&'static str] {
         match self {
             WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q4_1 => &[],
-            _ => &["lib/weight_dot32"],
+            _ => &["lib/weight_block32"],
         }
     }
 
