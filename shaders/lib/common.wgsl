@@ -48,6 +48,11 @@ fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(q) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(15u));
 }
 
+// The four int8s of q as values (Q8_0's quants).
+fn i8x4(q: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(q) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+
 // A block of 32 nibbles in ggml's 4-bit layout (Q4_0, Q4_1) as d * q + m: word i holds values
 // 4i .. 4i + 3 in its low nibbles and 16 + 4i .. 19 + 4i in its high ones.
 fn nibbles_block(q0: u32, q1: u32, q2: u32, q3: u32, d: f32, m: f32) -> W32 {

@@ -4,21 +4,30 @@
 // no barrier is needed. On such an adapter a workgroup is a loop over SIMD vectors, a load whose
 // address differs by lane is a scalar load per lane (with its own bounds check), and an address
 // the same for all lanes is no cheaper unless it is a constant; the cost is the number of loads.
-// So each 32-value block of a row of x is loaded once per workgroup, a vec4 per lane, and handed
-// to every lane by subgroupBroadcast (a register move), and each weight block is read by
-// w_block32 in as few loads as its type allows (a Q4_1 block: five words, against sixteen
+// So each 32-value block of a row of x is loaded once per workgroup, four values per lane (two
+// u64 loads), and handed to every lane by subgroup shuffles, and each weight block is read by
+// w_block32 in as few loads as its type allows (a Q4_1 block: three u64s, against sixteen u32s
 // through w_load8), taken apart once and multiplied with all XROWS rows of x.
 // SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
 // lib/linear_gemv (docs/PERF.md).
-// Needs from the kernel: x (array<XElem>), w, store_pair; w_block32 from the weight piece (or
-// lib/weight_block32); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*; step_rows from
-// lib/rows_one (XROWS = 1) or lib/rows_of_step.
+// Needs from the kernel: x (array<XElem>), w, store_pair; w_block32 from lib/weight64_* (with
+// lib/words64) or lib/weight_block32 (with the type's piece); NORMED, gemv_weigh4, gemv_scale
+// from lib/gemv_input_*; step_rows from lib/rows_one (XROWS = 1) or lib/rows_of_step. The
+// adapter has SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
-alias XElem = vec4<f32>;
+alias XElem = vec2<u64>;
 
 const WG_ROWS: u32 = WG_THREADS * RPG;
 const MAX_XROWS: u32 = 8u;
+
+fn lo32(v: u64) -> u32 {
+    return u32(v & 0xfffffffflu);
+}
+
+fn hi32(v: u64) -> u32 {
+    return u32(v >> 32u);
+}
 
 // The block at k of the row of x this lane loaded a vec4 of (xv), in every lane. A shuffle,
 // not subgroupBroadcast: inside a loop llvmpipe finds the first active lane for every broadcast,
@@ -42,7 +51,8 @@ struct RowBlock {
 }
 
 fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>) -> RowBlock {
-    let xl = x[(m * K + k) / 4u + lane];
+    let xv = x[(m * K + k) / 4u + lane];
+    let xl = bitcast<vec4<f32>>(vec4<u32>(lo32(xv.x), hi32(xv.x), lo32(xv.y), hi32(xv.y)));
     let xb = x32_of_lanes(gemv_weigh4(xl, k + 4u * lane));
     var dots = vec4<f32>(0.0);
     for (var r = 0u; r < RPG; r++) {

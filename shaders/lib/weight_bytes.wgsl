@@ -15,15 +15,3 @@ fn w_word_at(byte: u32) -> u32 {
 fn w_f16_at(byte: u32) -> f32 {
     return unpack2x16float(w[byte / 4u] >> ((byte & 2u) * 8u)).x;
 }
-
-// For a block that starts with an f16 scale at an even byte (Q4_0, Q8_0), read as whole words
-// w0, w1, ... from its first byte's word (`odd`: it starts at that word's second half): the
-// scale, and the word of bytes 2 + 4t .. 5 + 4t of the block from words t and t + 1 (whole in
-// the second when the block starts at a half word, else straddling both).
-fn block_scale(w0: u32, odd: bool) -> f32 {
-    return unpack2x16float(select(w0, w0 >> 16u, odd)).x;
-}
-
-fn block_word(a: u32, b: u32, odd: bool) -> u32 {
-    return select((a >> 16u) | (b << 16u), b, odd);
-}

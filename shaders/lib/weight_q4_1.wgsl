@@ -8,10 +8,3 @@ fn w_load4(e: u32) -> vec4<f32> {
     let j = e % 32u;
     return dm.x * nibbles4(w[b + 1u + (j % 16u) / 4u], select(0u, 4u, j >= 16u)) + dm.y;
 }
-
-// The block at e (e % 32 == 0) for lib/linear_gemv_rows: its five words read once.
-fn w_block32(e: u32) -> W32 {
-    let b = (e / 32u) * 5u;
-    let dm = unpack2x16float(w[b]);
-    return nibbles_block(w[b + 1u], w[b + 2u], w[b + 3u], w[b + 4u], dm.x, dm.y);
-}

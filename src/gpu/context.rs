@@ -57,6 +57,9 @@ pub struct Caps {
     pub max_buffer: u64,
     pub max_workgroup_storage: u32,
     pub storage_offset_alignment: u32,
+    /// 64-bit integers in shaders (SHADER_INT64; requested on CPU adapters only, where the rows
+    /// core loads through them).
+    pub int64: bool,
     /// A CPU adapter (lavapipe, llvmpipe): each workgroup runs as a loop over its invocations,
     /// a barrier is a switch between them.
     pub cpu: bool,
@@ -163,6 +166,9 @@ impl Gpu {
         }) && info.subgroup_min_size == info.subgroup_max_size;
         if !opts.portable {
             wanted |= wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+            if info.device_type == wgpu::DeviceType::Cpu {
+                wanted |= wgpu::Features::SHADER_INT64;
+            }
             if coop_ok && !opts.no_coop_matrix {
                 wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
             }
@@ -210,6 +216,7 @@ impl Gpu {
             timestamp: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_in_pass: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             coop_matrix,
+            int64: features.contains(wgpu::Features::SHADER_INT64),
             max_binding,
             max_buffer: limits.max_buffer_size,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,

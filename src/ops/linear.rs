@@ -250,6 +250,8 @@ pub struct LinearConfig {
     pub coop_split: bool,
     /// A CPU adapter: its own GEMV heuristic (`GemvShape::heuristic`).
     pub cpu: bool,
+    /// Shaders may use 64-bit integers (the rows core reads weights and x through them).
+    pub int64: bool,
     /// GEMV shapes `wginfer tune` measured on this adapter (see ops/tune.rs); weights not in it
     /// get the heuristic.
     pub tuned: Option<&'static GemvTable>,
@@ -340,7 +342,7 @@ impl LinearConfig {
         let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
         let coop_split = coop.is_some() && fits(coop_split());
         let tiles = if caps.cpu { CPU_TILES } else { Tiles::default() }.or_env();
-        LinearConfig { tiles, subgroups, coop, coop_split, cpu: caps.cpu, ..Default::default() }
+        LinearConfig { tiles, subgroups, coop, coop_split, cpu: caps.cpu, int64: caps.int64, ..Default::default() }
     }
 
     /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every
@@ -437,7 +439,7 @@ impl LinearConfig {
     }
 
     /// The rows core (`GemvShape` with one lane per row) can run a weight of `k` columns here:
-    /// subgroups of exactly its 8 lanes, and whole 32-value blocks.
+    /// subgroups of exactly its 8 lanes, 64-bit integers, and whole 32-value blocks.
     pub fn rows_core_fits(&self, k: u32) -> bool {
         self.has_rows_core() && k.is_multiple_of(32)
     }
@@ -448,9 +450,9 @@ impl LinearConfig {
         self.gemv.is_none_or(|g| g.lanes > 1) || self.rows_core_fits(k)
     }
 
-    /// The adapter's subgroups are the rows core's 8 lanes.
+    /// The adapter can run the rows core: subgroups of its 8 lanes, and 64-bit loads.
     pub fn has_rows_core(&self) -> bool {
-        self.subgroups == Some((ROWS_CORE_LANES, ROWS_CORE_LANES))
+        self.subgroups == Some((ROWS_CORE_LANES, ROWS_CORE_LANES)) && self.int64
     }
 }
 
@@ -547,7 +549,7 @@ pub fn sources(
     // The rows core on `xrows` rows per workgroup; `rows_piece` says how many the step has.
     let rows_core = |xrows: u32, rpg: u32, rows_piece: &'static str| {
         let d = base.clone().u32("RPG", rpg).u32("WG_THREADS", ROWS_CORE_LANES).u32("XROWS", xrows);
-        assemble(name, &d, &[w, weight.block32_libs(), &[gemv_input, rows_piece, "lib/linear_gemv_rows"]].concat())
+        assemble(name, &d, &[&weight.block32_libs()[..], &[gemv_input, rows_piece, "lib/linear_gemv_rows"]].concat())
     };
     let coop = |sg: u32, c: CoopShape| {
         let (tm, tn) = c.tile();

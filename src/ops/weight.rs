@@ -113,12 +113,15 @@ impl WeightType {
         }
     }
 
-    /// The pieces that give this type `w_block32` (a 32-value block taken apart, for
-    /// lib/linear_gemv_rows) where its own piece does not: four `w_load8`s.
-    pub fn block32_libs(self) -> &'static [&'static str] {
+    /// The pieces that give the rows core (lib/linear_gemv_rows) this type's `w_block32`: the
+    /// type's 64-bit reader (lib/weight64_*, the weight bound as u64s), else its own pieces and
+    /// four `w_load8`s a block.
+    pub fn block32_libs(self) -> Vec<&'static str> {
         match self {
-            WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q4_1 => &[],
-            _ => &["lib/weight_block32"],
+            WeightType::Q8_0 => vec!["lib/words64", "lib/weight64_q8_0"],
+            WeightType::Q4_0 => vec!["lib/words64", "lib/weight64_q4_0"],
+            WeightType::Q4_1 => vec!["lib/words64", "lib/weight64_q4_1"],
+            _ => [self.libs(), &["lib/weight_block32"]].concat(),
         }
     }
 
