@@ -29,7 +29,7 @@ fn hi32(v: u64) -> u32 {
     return u32(v >> 32u);
 }
 
-// The block at k of the row of x this lane loaded a vec4 of (xv), in every lane. A shuffle,
+// The 32-value block of x whose values 4j .. 4j + 3 lane j holds (xv), in every lane. A shuffle,
 // not subgroupBroadcast: inside a loop llvmpipe finds the first active lane for every broadcast,
 // a shuffle with a constant lane is one permute.
 fn x32_of_lanes(xv: vec4<f32>) -> X32 {
@@ -43,8 +43,8 @@ fn x32_of_lanes(xv: vec4<f32>) -> X32 {
     return xb;
 }
 
-// Row m of x times this lane's weight blocks at k (wb): the dot products (.xyz w: one per
-// weight row) and the x^2 sum of this lane's values of the row.
+// Row m of x times this lane's weight blocks at k (wb): the dot products (component r for
+// weight row r) and the x^2 sum of this lane's four values of the row.
 struct RowBlock {
     dots: vec4<f32>,
     ss: f32,
