@@ -28,9 +28,11 @@ fn every_kernel_variant_validates() {
     let portable = LinearConfig::default();
     let shuffle = LinearConfig { subgroups: Some((32, 32)), ..portable };
     let spanning = LinearConfig { subgroups: Some((8, 8)), ..portable };
+    // A CPU adapter's: the rows core on every row count (lib/linear_gemv_rows, lib/words64).
+    let rows_core = LinearConfig { cpu: true, int64: true, ..spanning };
     let wide = GemvShape { lanes: 256, rows: 2, threads: 256 };
     let coop = LinearConfig { coop: Some(32), coop_split: true, ..shuffle };
-    let configs: Vec<LinearConfig> = [portable, shuffle, spanning, coop]
+    let configs: Vec<LinearConfig> = [portable, shuffle, spanning, rows_core, coop]
         .into_iter()
         .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
         .collect();

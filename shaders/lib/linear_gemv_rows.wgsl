@@ -10,7 +10,7 @@
 // through w_load8), taken apart once and multiplied with all XROWS rows of x.
 // SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
 // lib/linear_gemv (docs/PERF.md).
-// Needs from the kernel: x (array<XElem>), w, store_pair; w_block32 from lib/weight64_* (with
+// Needs from the kernel: x (array<XElem>), w, store_pair (and step with lib/rows_of_step); w_block32 from lib/weight64_* (with
 // lib/words64) or lib/weight_block32 (with the type's piece); NORMED, gemv_weigh4, gemv_scale
 // from lib/gemv_input_*; step_rows from lib/rows_one (XROWS = 1) or lib/rows_of_step. The
 // adapter has SHADER_INT64.
@@ -92,7 +92,7 @@ fn main(
             wb[r] = w_block32(min(n0 + r, N - 1u) * K + k);
         }
         // The rows written out rather than looped over: NIR unrolls no loop this long, and
-        // then acc and ss would be indexed by a variable, each access a per-lane loop.
+        // then acc would be indexed by a variable, each access a per-lane loop.
         acc[0] = add_block(acc[0], row_block(m[0], k, lane, wb));
         if (XROWS >= 2u) {
             acc[1] = add_block(acc[1], row_block(m[1], k, lane, wb));

@@ -19,7 +19,7 @@ impl PlainShape {
     /// 256 threads on a GPU. On a CPU adapter a workgroup is a loop over its subgroups and each
     /// barrier a switch between them, so just enough threads for a row of V (HD / 4, at least
     /// a subgroup of 8): on lavapipe SmolLM2's attention took 20.9 -> 4.2 ms per layer for a
-    /// 64-token prefill and 407 -> 140 us for a decode step (256 -> 16 threads, docs/PERF.md).
+    /// 64-token prefill and 407 -> 134 us for a decode step (256 -> 16 threads, docs/PERF.md).
     /// Lanes per score: 4 adjacent lanes read a K row together where subgroup shuffles can add
     /// their parts (the best of 2, 4 and 8 for a 512-token prefill on the H200, docs/PERF.md),
     /// fewer where HD / 4 is not a multiple of 4; one lane without subgroups.

@@ -2,6 +2,8 @@
 //! swiglu): GEMV variants for decode (one row; 2, 4 or 8 rows, each weight read once for all
 //! of them) and a prefill variant (the tensor-core core where the adapter has
 //! cooperative matrices, else the tiled core), chosen per step by row count (`Core::for_rows`).
+//! On CPU adapters with 8-lane subgroups and 64-bit integers every variant of a weight of whole
+//! 32-value blocks is the rows core (lib/linear_gemv_rows) on 1 to 8 rows per workgroup.
 //! The kernels differ only in what they do with each output pair.
 
 use anyhow::Result;
@@ -210,7 +212,7 @@ pub enum Core {
     /// The GEMV core built for this many rows (one of GEMV_BATCH_ROWS): steps of 2 to that many
     /// rows (batched decode).
     GemvBatch(u32),
-    /// The tensor-core or tiled core: more rows (prefill, large batches).
+    /// The tensor-core, tiled or (CPU adapters) rows core: more rows (prefill, large batches).
     Prefill,
     /// The tensor-core core with narrower tiles and k split over more subgroups: more
     /// workgroups, each with a shorter loop, for steps of up to SPLIT_MAX_ROWS rows on weights of
@@ -408,7 +410,7 @@ impl LinearConfig {
     /// The batched GEMV core's shape for a `[n, k]` weight where the rows core does not run it:
     /// the forced one, else the heuristic's (`wginfer tune` measures the one-row core only).
     pub fn gemv_batch_shape(&self, k: u32, n: u32, rows: u32) -> GemvShape {
-        // A forced one-lane shape is the rows core's, which the batched core has no form of.
+        // A forced one-lane shape is the rows core's: lib/linear_gemv_batch has no such form.
         self.gemv.filter(|g| g.lanes > 1).unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
     }
 
