@@ -10,10 +10,10 @@
 // through w_load8), taken apart once and multiplied with all XROWS rows of x.
 // SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
 // lib/linear_gemv (docs/PERF.md).
-// Needs from the kernel: x (array<XElem>), w, store_pair (and step with lib/rows_of_step); w_block32 from lib/weight64_* (with
-// lib/words64) or lib/weight_block32 (with the type's piece); NORMED, gemv_weigh4, gemv_scale
-// from lib/gemv_input_*; step_rows from lib/rows_one (XROWS = 1) or lib/rows_of_step. The
-// adapter has SHADER_INT64.
+// Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
+// w_block32 from lib/weight64_* (with lib/words64) or lib/weight_block32 (with the type's
+// piece); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
+// (XROWS = 1) or lib/rows_of_step. The adapter has SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
 alias XElem = vec2<u64>;
