@@ -1,8 +1,11 @@
 // Attention for long contexts, flash style: one workgroup per (query head, token) walks the
-// K/V positions in tiles of WG_THREADS, keeping a running max and sum (online softmax), so
-// workgroup memory does not grow with the context. Scores of a tile are one position per
-// thread (K read as vec4s); the weighted sum of V is split over thread groups by
-// lib/attention_combine. Positions past the causal limit inside a tile are masked by
+// K/V positions in tiles of TILE = WG_THREADS / SCORE_LANES, keeping a running max and sum
+// (online softmax), so workgroup memory does not grow with the context. Each score of a tile is
+// SCORE_LANES lanes reading its K row as adjacent vec4s (lib/score_sum_*), so a tile is 64
+// positions where the plain kernel's 4 lanes apply and a decode token's positions spread over 4x
+// the workgroups (H200 decode against one lane per position: after 1024 positions 956 -> 1,017
+// tok/s, after 4096 900 -> 875; docs/PERF.md); the weighted sum of V is split over thread
+// groups by lib/attention_combine. Positions past the causal limit inside a tile are masked by
 // predication (select).
 // Decode (one token) splits the positions over the grid's z dimension (flash-decoding): each
 // workgroup publishes its running max, sum and weighted V sum through atomics and the last one
@@ -11,7 +14,7 @@
 // Each row attends to its own sequence's positions (lib/plan); a local layer's to the last
 // WINDOW of them (lib/attention_combine's attend_lo).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WINDOW, WG_THREADS,
-// MAX_SPLITS; lib/plan's.
+// SCORE_LANES (dividing HD / 4), MAX_SPLITS; lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;
@@ -21,11 +24,12 @@
 @group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
 
 const PARTIAL: u32 = HD + 2u;
+const TILE: u32 = WG_THREADS / SCORE_LANES;
 var<workgroup> finished: u32;
 
 var<workgroup> qs: array<vec4<f32>, D4>;
-var<workgroup> p: array<f32, WG_THREADS>;
-var<workgroup> slot_of: array<u32, WG_THREADS>;
+var<workgroup> p: array<f32, TILE>;
+var<workgroup> slot_of: array<u32, TILE>;
 
 fn slot_at(j: u32) -> u32 {
     return slot_of[j];
@@ -56,24 +60,28 @@ fn main(
     workgroupBarrier();
     // This split's positions: whole tiles, spread evenly.
     let splits = groups.z;
-    let tiles = (n + WG_THREADS - 1u) / WG_THREADS;
+    let tiles = (n + TILE - 1u) / TILE;
     let per_split = (tiles + splits - 1u) / splits;
-    let j_end = min(n, (wg.z + 1u) * per_split * WG_THREADS);
+    let j_end = min(n, (wg.z + 1u) * per_split * TILE);
+    let lane = lid % SCORE_LANES;
     var m = -3.0e38;
     var l = 0.0;
     var acc = vec4<f32>(0.0);
-    for (var j0 = wg.z * per_split * WG_THREADS; j0 < j_end; j0 += WG_THREADS) {
-        let j = j0 + lid;
+    for (var j0 = wg.z * per_split * TILE; j0 < j_end; j0 += TILE) {
+        let j = j0 + lid / SCORE_LANES;
         let valid = j < j_end;
         let slot = kv_slot_in(table, lo + min(j, j_end - 1u));
-        let s = select(-3.0e38, score(slot, kvh, 0u), valid);
+        let s = select(-3.0e38, score(slot, kvh, lane), valid);
         let m_new = max(m, wg_max(lid, s));
-        let w = select(0.0, exp(s - m_new), valid);
-        p[lid] = w;
-        slot_of[lid] = slot;
+        // Every lane of a position holds its score; the first one publishes it and counts it.
+        let w = select(0.0, exp(s - m_new), valid && lane == 0u);
+        if (lane == 0u) {
+            p[lid / SCORE_LANES] = w;
+            slot_of[lid / SCORE_LANES] = slot;
+        }
         let corr = exp(m - m_new);
         l = l * corr + wg_sum(lid, w); // its barriers also publish p and slot_of
-        acc = acc * corr + v_part(lid / D4, min(WG_THREADS, j_end - j0), kvh, lid % D4);
+        acc = acc * corr + v_part(lid / D4, min(TILE, j_end - j0), kvh, lid % D4);
         m = m_new;
         workgroupBarrier(); // p and slot_of are rewritten by the next tile
     }
@@ -101,23 +109,32 @@ fn main(
         return;
     }
     storageBarrier();
-    // The last split of this head merges all of them: rescale each to the largest max.
+    // The last split of this head merges all of them, rescaled to the largest max: thread lid
+    // takes value group lid % D4 of every (WG_THREADS / D4)-th split from lid / D4, so the
+    // splits' partials are read in one or two rounds of loads, not one split after another
+    // (a loop over 16 splits by D4 threads was a chain of dependent atomic loads).
+    var m_own = -3.0e38;
+    if (lid < splits) {
+        m_own = bitcast<f32>(atomicLoad(&partials[(h * MAX_SPLITS + lid) * PARTIAL]));
+    }
+    let mx = wg_max(lid, m_own);
+    var den = 0.0;
+    var sum = vec4<f32>(0.0);
+    // Threads past whole groups (WG_THREADS not a multiple of D4) take no split.
+    let first = select(splits, lid / D4, lid < PARTS * D4);
+    for (var s = first; s < splits; s += PARTS) {
+        let b = (h * MAX_SPLITS + s) * PARTIAL;
+        let w = exp(bitcast<f32>(atomicLoad(&partials[b])) - mx);
+        den += bitcast<f32>(atomicLoad(&partials[b + 1u])) * w;
+        for (var c = 0u; c < 4u; c++) {
+            sum[c] += bitcast<f32>(atomicLoad(&partials[b + 2u + 4u * (lid % D4) + c])) * w;
+        }
+    }
+    // Each split's sum is counted once: by the first value group of its thread group.
+    let den_all = wg_sum(lid, select(0.0, den, lid % D4 == 0u));
+    let sum_all = sum_parts(lid, sum);
     if (lid < D4) {
-        var mx = -3.0e38;
-        for (var s = 0u; s < splits; s++) {
-            mx = max(mx, bitcast<f32>(atomicLoad(&partials[(h * MAX_SPLITS + s) * PARTIAL])));
-        }
-        var den = 0.0;
-        var sum = vec4<f32>(0.0);
-        for (var s = 0u; s < splits; s++) {
-            let b = (h * MAX_SPLITS + s) * PARTIAL;
-            let w = exp(bitcast<f32>(atomicLoad(&partials[b])) - mx);
-            den += bitcast<f32>(atomicLoad(&partials[b + 1u])) * w;
-            for (var c = 0u; c < 4u; c++) {
-                sum[c] += bitcast<f32>(atomicLoad(&partials[b + 2u + 4u * lid + c])) * w;
-            }
-        }
-        o[qo + lid] = sum / den;
+        o[qo + lid] = sum_all / den_all;
     }
     if (lid == 0u) {
         atomicStore(&partials[counter], 0u);

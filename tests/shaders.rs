@@ -80,11 +80,14 @@ fn every_kernel_variant_validates() {
         );
     }
     for opts in [AttnOptions::full(&heads), AttnOptions { scale: 0.2, window: Some(512) }] {
-        for (threads, score_lanes) in [(256, 1), (256, 2), (256, 4), (16, 4)] {
-            let shape = attention_plain::PlainShape { threads, score_lanes };
+        for (threads, score_lanes, subgroups) in [(256, 1, false), (256, 2, true), (256, 4, true), (16, 4, true)] {
+            let shape = attention_plain::PlainShape { threads, score_lanes, subgroups };
             validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, shape));
         }
-        validate("attention_flash", &attention_flash::source(&heads, opts, &plan));
+        for (score_lanes, subgroups) in [(1, false), (4, true)] {
+            let shape = attention_flash::FlashShape { score_lanes, subgroups };
+            validate("attention_flash", &attention_flash::source(&heads, opts, &plan, shape));
+        }
     }
 }
 

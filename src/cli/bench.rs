@@ -87,6 +87,13 @@ struct E2eArgs {
     /// Tokens to time decode on.
     #[arg(long, default_value_t = 128)]
     decode: usize,
+    /// Contexts to time decode after (llama-bench's -d): decode follows a prompt of this many
+    /// tokens (16 at depth 0), so long-context decode is measured as users live it.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    depth: Vec<usize>,
+    /// Contexts longer than this use the flash attention kernel.
+    #[arg(long, default_value_t = crate::ops::attention::DEFAULT_THRESHOLD)]
+    attn_threshold: u32,
     /// Runs of each measurement (the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
@@ -175,9 +182,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn e2e(a: &E2eArgs) -> Result<()> {
-    let longest = a.prefill.iter().copied().max().unwrap_or(16).max(16);
+    let context_of = |depth: usize| depth.max(16);
+    let longest = a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))).max().unwrap_or(16);
     let kv = KvOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
-    let forward = ForwardOptions { kv, profile: a.profile, ..Default::default() };
+    let forward = ForwardOptions { kv, profile: a.profile, attn_threshold: a.attn_threshold, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
@@ -190,7 +198,7 @@ fn e2e(a: &E2eArgs) -> Result<()> {
         stop_at_eos: false,
     };
     // Warm-up: compile every pipeline on the driver, let the clocks rise.
-    for &n in &a.prefill {
+    for n in a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))) {
         engine.reset();
         engine.generate(&request(n, 2), |_| true)?;
     }
@@ -210,17 +218,19 @@ fn e2e(a: &E2eArgs) -> Result<()> {
             super::print_profile(&engine.forward);
         }
     }
-    let decode = median(
-        (0..a.runs)
+    let mut decode = Vec::new();
+    for &depth in &a.depth {
+        let runs = (0..a.runs)
             .map(|_| {
                 engine.reset();
-                Ok(engine.generate(&request(16, a.decode + 1), |_| true)?.decode_tok_s)
+                Ok(engine.generate(&request(context_of(depth), a.decode + 1), |_| true)?.decode_tok_s)
             })
-            .collect::<Result<Vec<_>>>()?,
-    );
-    if a.profile {
-        eprintln!("decode step:");
-        super::print_profile(&engine.forward);
+            .collect::<Result<Vec<_>>>()?;
+        decode.push((depth, median(runs)));
+        if a.profile {
+            eprintln!("decode step at depth {depth}:");
+            super::print_profile(&engine.forward);
+        }
     }
     let f = &engine.forward;
     let launches = f.last_launches;
@@ -229,8 +239,11 @@ fn e2e(a: &E2eArgs) -> Result<()> {
     if a.json {
         let pre: serde_json::Map<String, serde_json::Value> =
             prefill.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
-        let v = json!({"model": label, "adapter": engine.gpu.info.name, "prefill_tok_s": pre, "decode_tok_s": decode,
-            "decode_tokens": a.decode, "dispatches_per_decode_step": launches,
+        let at_depth: serde_json::Map<String, serde_json::Value> =
+            decode.iter().map(|(d, v)| (d.to_string(), json!(v))).collect();
+        // decode_tok_s: the first depth's (depth 0 unless --depth says otherwise).
+        let v = json!({"model": label, "adapter": engine.gpu.info.name, "prefill_tok_s": pre,
+            "decode_tok_s": decode[0].1, "decode_tok_s_at_depth": at_depth, "decode_tokens": a.decode, "dispatches_per_decode_step": launches,
             "weights_mib": weights_mib, "gpu_memory_mib": gpu_mib});
         println!("{v}");
     } else {
@@ -242,7 +255,10 @@ adapter: {} ({:?})",
         for (n, v) in &prefill {
             println!("prefill {n:>5} tokens: {v:>10.0} tok/s");
         }
-        println!("decode {:>6} tokens: {decode:>10.1} tok/s (batch 1)", a.decode);
+        for (depth, v) in &decode {
+            let at = if *depth > 0 { format!(", depth {depth}") } else { String::new() };
+            println!("decode {:>6} tokens: {v:>10.1} tok/s (batch 1{at})", a.decode);
+        }
         println!("per decode step: {launches} dispatches, 1 submit");
         println!("GPU memory: {gpu_mib:.0} MiB ({weights_mib:.0} MiB of weights)");
     }

@@ -1,6 +1,6 @@
 //! `wginfer bench kernels`, everything but the GEMV table: the adapter's measured limits first
 //! (read bandwidth from `probe_read`, matmul throughput from the prefill core at a large
-//! square shape), then attention (plain and flash at contexts 128 .. 8192), RMSNorm, embedding
+//! square shape), then attention (plain and flash at contexts 128 .. 16384), RMSNorm, embedding
 //! gather, fused QKV + RoPE and SwiGLU (decode), the prefill matmul core, argmax and sampling,
 //! at the shapes of real models; each with GB/s or TFLOP/s and its % of the measured limit.
 
@@ -129,7 +129,7 @@ fn shapes(quick: bool) -> Result<Vec<Shapes>> {
                 inter: c.intermediate as u32,
                 vocab: c.vocab as u32,
                 heads,
-                contexts: &[128, 512, 1024, 2048, 4096, 8192],
+                contexts: &[128, 512, 1024, 2048, 4096, 8192, 16384],
                 prefill_rows: 512,
             })
         })

@@ -39,6 +39,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight64_q4_1", include_str!("../../shaders/lib/weight64_q4_1.wgsl")),
     ("lib/weight64_q8_0", include_str!("../../shaders/lib/weight64_q8_0.wgsl")),
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
+    ("lib/reduce_subgroup", include_str!("../../shaders/lib/reduce_subgroup.wgsl")),
     ("lib/rope", include_str!("../../shaders/lib/rope.wgsl")),
     ("lib/input_plain", include_str!("../../shaders/lib/input_plain.wgsl")),
     ("lib/input_rmsnorm", include_str!("../../shaders/lib/input_rmsnorm.wgsl")),

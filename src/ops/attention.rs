@@ -8,12 +8,42 @@ use super::attention_plain::{AttentionPlain, PlainShape};
 use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::Defs;
-use crate::gpu::Gpu;
+use crate::gpu::{Caps, Gpu};
 
 /// Default context length (positions) above which the flash kernel runs.
 pub const DEFAULT_THRESHOLD: u32 = 1024;
 /// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
 pub const MAX_THRESHOLD: u32 = 8192;
+
+/// The attention kernels' workgroup reductions (max and sum of the scores): through subgroup
+/// operations where the adapter has them, two barriers each instead of lib/reduce's tree of
+/// 2 + log2(threads).
+pub fn reduce_lib(subgroups: bool) -> &'static str {
+    match subgroups {
+        true => "lib/reduce_subgroup",
+        false => "lib/reduce",
+    }
+}
+
+/// Lanes that read a K row together as adjacent vec4s, their parts added by subgroup shuffles
+/// (lib/score_sum_shuffle): 4 where HD / 4 is a multiple of 4 (the best of 2, 4 and 8 for a
+/// 512-token prefill on the H200, docs/PERF.md), else 2 or 1; one lane without subgroups.
+pub fn score_lanes(caps: &Caps, head_dim: u32) -> u32 {
+    match caps.subgroup {
+        true => {
+            [4, 2].into_iter().find(|&l| (head_dim / 4).is_multiple_of(l) && l <= caps.min_subgroup_size).unwrap_or(1)
+        }
+        false => 1,
+    }
+}
+
+/// The piece that adds a score's parts over its `lanes` lanes.
+pub fn score_sum_lib(lanes: u32) -> &'static str {
+    match lanes {
+        1 => "lib/score_sum_one",
+        _ => "lib/score_sum_shuffle",
+    }
+}
 
 /// A layer's attention: its score scale and, for a local layer, its window.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -3,43 +3,67 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, AttnBuffers, AttnOptions};
+use super::attention::{head_defs, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
-use crate::gpu::{Bound, Gpu, Kernel};
+use crate::gpu::{Bound, Caps, Gpu, Kernel};
 
 pub const WG_THREADS: u32 = 256;
-/// A decode step's positions are spread over at most this many workgroups per head.
-pub const MAX_SPLITS: u32 = 32;
+/// A decode step's positions are spread over at most this many workgroups per head (a tile
+/// each at 4096 positions of head_dim 64; H200 decode after 4096 positions: 16 712, 32 821,
+/// 64 874 tok/s, docs/PERF.md).
+pub const MAX_SPLITS: u32 = 64;
 
-pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout) -> String {
-    // One lane per score: a tile is one position per thread.
-    let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", 1);
-    assemble("attention_flash", &defs, &["lib/reduce", "lib/score_sum_one", "lib/attention_combine"])
+/// Per-adapter choices of the flash kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashShape {
+    /// Lanes per score (`score_lanes`): a tile is WG_THREADS / score_lanes positions.
+    pub score_lanes: u32,
+    /// Workgroup reductions through subgroup operations (`reduce_lib`).
+    pub subgroups: bool,
+}
+
+impl FlashShape {
+    pub fn for_adapter(caps: &Caps, head_dim: u32) -> FlashShape {
+        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup }
+    }
+
+    /// Positions per tile.
+    fn tile(&self) -> u32 {
+        WG_THREADS / self.score_lanes
+    }
+}
+
+pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, shape: FlashShape) -> String {
+    let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", shape.score_lanes);
+    let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
+    assemble("attention_flash", &defs, &pieces)
 }
 
 pub struct AttentionFlash {
     bound: Bound,
     n_heads: u32,
+    shape: FlashShape,
 }
 
 impl AttentionFlash {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, b: &AttnBuffers) -> Result<AttentionFlash> {
-        let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout))?;
+        let shape = FlashShape::for_adapter(&gpu.caps, h.head_dim);
+        let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout, shape))?;
         // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
         // zeroed at creation and re-zeroed by the last split of each step.
         let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;
         let partials = gpu.storage("attention partials", u64::from(words) * 4)?;
         let [q, kc, vc, o, plan] = b.list();
         let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
-        Ok(AttentionFlash { bound, n_heads: h.n_heads })
+        Ok(AttentionFlash { bound, n_heads: h.n_heads, shape })
     }
 
     /// `rows` tokens, the one seeing the most positions `context` of them: one token is split
     /// over up to MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
-        let splits = if rows == 1 { context.div_ceil(WG_THREADS).clamp(1, MAX_SPLITS) } else { 1 };
+        let splits = if rows == 1 { context.div_ceil(self.shape.tile()).clamp(1, MAX_SPLITS) } else { 1 };
         self.bound.record(pass, [self.n_heads, rows, splits]);
     }
 }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, AttnBuffers, AttnOptions};
+use super::attention::{head_defs, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -13,6 +13,8 @@ use crate::gpu::{Bound, Caps, Gpu, Kernel};
 pub struct PlainShape {
     pub threads: u32,
     pub score_lanes: u32,
+    /// Workgroup reductions through subgroup operations (`reduce_lib`).
+    pub subgroups: bool,
 }
 
 impl PlainShape {
@@ -20,22 +22,13 @@ impl PlainShape {
     /// barrier a switch between them, so just enough threads for a row of V (HD / 4, at least
     /// a subgroup of 8): on lavapipe SmolLM2's attention took 20.9 -> 4.2 ms per layer for a
     /// 64-token prefill and 407 -> 134 us for a decode step (256 -> 16 threads, docs/PERF.md).
-    /// Lanes per score: 4 adjacent lanes read a K row together where subgroup shuffles can add
-    /// their parts (the best of 2, 4 and 8 for a 512-token prefill on the H200, docs/PERF.md),
-    /// fewer where HD / 4 is not a multiple of 4; one lane without subgroups.
+    /// Lanes per score: `score_lanes`.
     pub fn for_adapter(caps: &Caps, head_dim: u32) -> PlainShape {
         let threads = match caps.cpu {
             true => (head_dim / 4).next_power_of_two().max(8),
             false => 256,
         };
-        let score_lanes = match caps.subgroup {
-            true => [4, 2]
-                .into_iter()
-                .find(|&l| (head_dim / 4).is_multiple_of(l) && l <= caps.min_subgroup_size)
-                .unwrap_or(1),
-            false => 1,
-        };
-        PlainShape { threads, score_lanes }
+        PlainShape { threads, score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup }
     }
 
     /// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
@@ -47,11 +40,10 @@ impl PlainShape {
 
 /// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32, shape: PlainShape) -> String {
-    let sum = if shape.score_lanes > 1 { "lib/score_sum_shuffle" } else { "lib/score_sum_one" };
     assemble(
         "attention_plain",
         &head_defs(h, opts, plan, shape.threads).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", shape.score_lanes),
-        &["lib/reduce", sum, "lib/attention_combine"],
+        &[reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"],
     )
 }
 
