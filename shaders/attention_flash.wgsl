@@ -16,8 +16,7 @@
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WINDOW, WG_THREADS,
 // SCORE_LANES (dividing HD / 4), MAX_SPLITS; lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;
+// Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_u64.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 // Per (head, split): max, sum, HD weighted V sums (f32 bits); then one counter per head.

@@ -22,19 +22,19 @@ fn v_part(first: u32, end: u32, kvh: u32, d4: u32) -> vec4<f32> {
     var acc = vec4<f32>(0.0);
     var j = first;
     for (; j + 3u * PARTS < end; j += 4u * PARTS) {
-        let v0 = v_cache[(slot_at(j) * HKV + kvh) * D4 + d4];
-        let v1 = v_cache[(slot_at(j + PARTS) * HKV + kvh) * D4 + d4];
-        let v2 = v_cache[(slot_at(j + 2u * PARTS) * HKV + kvh) * D4 + d4];
-        let v3 = v_cache[(slot_at(j + 3u * PARTS) * HKV + kvh) * D4 + d4];
+        let v0 = v_at((slot_at(j) * HKV + kvh) * D4 + d4);
+        let v1 = v_at((slot_at(j + PARTS) * HKV + kvh) * D4 + d4);
+        let v2 = v_at((slot_at(j + 2u * PARTS) * HKV + kvh) * D4 + d4);
+        let v3 = v_at((slot_at(j + 3u * PARTS) * HKV + kvh) * D4 + d4);
         acc += w_at(j) * v0 + w_at(j + PARTS) * v1 + w_at(j + 2u * PARTS) * v2 + w_at(j + 3u * PARTS) * v3;
     }
     for (; j < end; j += PARTS) {
-        acc += w_at(j) * v_cache[(slot_at(j) * HKV + kvh) * D4 + d4];
+        acc += w_at(j) * v_at((slot_at(j) * HKV + kvh) * D4 + d4);
     }
     return acc;
 }
 
-// q . K[slot] (q already scaled, in qs), by SCORE_LANES adjacent lanes (lane = 0 ..
+// q . K[slot) (q already scaled, in qs), by SCORE_LANES adjacent lanes (lane = 0 ..
 // SCORE_LANES - 1) that each read every SCORE_LANES-th vec4 of the K row: neighbouring lanes
 // read neighbouring 16 bytes, and score_lanes_sum (lib/score_sum_*) adds their parts.
 fn score(slot: u32, kvh: u32, lane: u32) -> f32 {
@@ -42,7 +42,7 @@ fn score(slot: u32, kvh: u32, lane: u32) -> f32 {
     var s = 0.0;
     for (var e = 0u; e < D4 / SCORE_LANES; e++) {
         let i = e * SCORE_LANES + lane;
-        s += dot(qs[i], k_cache[ko + i]);
+        s += dot(qs[i], k_at(ko + i));
     }
     return score_lanes_sum(s);
 }

@@ -40,6 +40,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight64_q8_0", include_str!("../../shaders/lib/weight64_q8_0.wgsl")),
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
     ("lib/reduce_subgroup", include_str!("../../shaders/lib/reduce_subgroup.wgsl")),
+    ("lib/kv_vec4", include_str!("../../shaders/lib/kv_vec4.wgsl")),
+    ("lib/kv_u64", include_str!("../../shaders/lib/kv_u64.wgsl")),
     ("lib/rope", include_str!("../../shaders/lib/rope.wgsl")),
     ("lib/input_plain", include_str!("../../shaders/lib/input_plain.wgsl")),
     ("lib/input_rmsnorm", include_str!("../../shaders/lib/input_rmsnorm.wgsl")),

@@ -45,6 +45,15 @@ pub fn score_sum_lib(lanes: u32) -> &'static str {
     }
 }
 
+/// How the attention kernels read K and V: as vec4<f32>s, or on CPU adapters with SHADER_INT64
+/// as pairs of u64s (half the loads, which llvmpipe pays for per lane and per component).
+pub fn kv_lib(caps: &Caps) -> &'static str {
+    match caps.cpu && caps.int64 {
+        true => "lib/kv_u64",
+        false => "lib/kv_vec4",
+    }
+}
+
 /// A layer's attention: its score scale and, for a local layer, its window.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnOptions {

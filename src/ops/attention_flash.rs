@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::attention::{head_defs, kv_lib, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -22,11 +22,13 @@ pub struct FlashShape {
     pub score_lanes: u32,
     /// Workgroup reductions through subgroup operations (`reduce_lib`).
     pub subgroups: bool,
+    /// How K and V are read (`kv_lib`).
+    pub kv: &'static str,
 }
 
 impl FlashShape {
     pub fn for_adapter(caps: &Caps, head_dim: u32) -> FlashShape {
-        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup }
+        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv: kv_lib(caps) }
     }
 
     /// Positions per tile.
@@ -37,7 +39,7 @@ impl FlashShape {
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, shape: FlashShape) -> String {
     let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", shape.score_lanes);
-    let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
+    let pieces = [shape.kv, reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
     assemble("attention_flash", &defs, &pieces)
 }
 
