@@ -80,20 +80,13 @@ fn every_kernel_variant_validates() {
         );
     }
     for opts in [AttnOptions::full(&heads), AttnOptions { scale: 0.2, window: Some(512) }] {
-        let shapes = [
-            (256, 1, false, "lib/kv_vec4"),
-            (256, 2, true, "lib/kv_vec4"),
-            (256, 4, true, "lib/kv_vec4"),
-            (16, 4, true, "lib/kv_u64"),
-        ];
-        for (threads, score_lanes, subgroups, kv) in shapes {
-            let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv };
+        let shapes = [(256, 1, false, false), (256, 2, true, false), (256, 4, true, false), (16, 4, true, true)];
+        for (threads, score_lanes, subgroups, kv_u64) in shapes {
+            let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv_u64 };
             validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, shape));
         }
-        for (score_lanes, subgroups, kv) in
-            [(1, false, "lib/kv_vec4"), (4, true, "lib/kv_vec4"), (4, true, "lib/kv_u64")]
-        {
-            let shape = attention_flash::FlashShape { score_lanes, subgroups, kv };
+        for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {
+            let shape = attention_flash::FlashShape { score_lanes, subgroups, kv_u64 };
             validate("attention_flash", &attention_flash::source(&heads, opts, &plan, shape));
         }
     }

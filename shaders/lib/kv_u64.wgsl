@@ -1,13 +1,8 @@
 // lib/kv_vec4 for CPU adapters with SHADER_INT64: each vec4 of K or V is two u64 loads, not four
 // f32 loads, since llvmpipe loads storage per lane and per component (lib/words64).
+// Needs f32x4_of from lib/u64_bits.
 @group(0) @binding(1) var<storage, read> k_cache: array<vec2<u64>>;
 @group(0) @binding(2) var<storage, read> v_cache: array<vec2<u64>>;
-
-fn f32x4_of(u: vec2<u64>) -> vec4<f32> {
-    let lo = vec2<u32>(u & vec2<u64>(0xfffffffflu));
-    let hi = vec2<u32>(u >> vec2<u32>(32u));
-    return bitcast<vec4<f32>>(vec4<u32>(lo.x, hi.x, lo.y, hi.y));
-}
 
 fn k_at(i: u32) -> vec4<f32> {
     return f32x4_of(k_cache[i]);

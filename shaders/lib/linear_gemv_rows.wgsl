@@ -13,21 +13,13 @@
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
 // w_block32 from lib/weight64_* (with lib/words64) or lib/weight_block32 (with the type's
 // piece); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
-// (XROWS = 1) or lib/rows_of_step. The adapter has SHADER_INT64.
+// (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits. The adapter has SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
 alias XElem = vec2<u64>;
 
 const WG_ROWS: u32 = WG_THREADS * RPG;
 const MAX_XROWS: u32 = 8u;
-
-fn lo32(v: u64) -> u32 {
-    return u32(v & 0xfffffffflu);
-}
-
-fn hi32(v: u64) -> u32 {
-    return u32(v >> 32u);
-}
 
 // The 32-value block of x whose values 4j .. 4j + 3 lane j holds (xv), in every lane. A shuffle,
 // not subgroupBroadcast: inside a loop llvmpipe finds the first active lane for every broadcast,
@@ -51,8 +43,7 @@ struct RowBlock {
 }
 
 fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>) -> RowBlock {
-    let xv = x[(m * K + k) / 4u + lane];
-    let xl = bitcast<vec4<f32>>(vec4<u32>(lo32(xv.x), hi32(xv.x), lo32(xv.y), hi32(xv.y)));
+    let xl = f32x4_of(x[(m * K + k) / 4u + lane]);
     let xb = x32_of_lanes(gemv_weigh4(xl, k + 4u * lane));
     var dots = vec4<f32>(0.0);
     for (var r = 0u; r < RPG; r++) {

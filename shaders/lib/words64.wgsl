@@ -3,7 +3,7 @@
 // storage per lane and per component, each load a dozen instructions whatever its width, so a
 // u64 brings the bytes of two u32 loads for the cost of one (lavapipe, a pure-load probe: 27%
 // less time; docs/PERF.md).
-// Needs lo32, hi32 from lib/linear_gemv_rows.
+// Needs lo32, hi32 from lib/u64_bits.
 alias WElem = u64;
 
 // Two consecutive u32 words of the stream a, b, ... of u64s, from its first word, or (skip) its

@@ -183,7 +183,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn e2e(a: &E2eArgs) -> Result<()> {
     let context_of = |depth: usize| depth.max(16);
-    let longest = a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))).max().unwrap_or(16);
+    // Every prompt length the runs take: the prefills' and the depths' contexts.
+    let prompt_lens: Vec<usize> = a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))).collect();
+    let longest = prompt_lens.iter().copied().max().unwrap_or(16);
     let kv = KvOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
     let forward = ForwardOptions { kv, profile: a.profile, attn_threshold: a.attn_threshold, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
@@ -198,7 +200,7 @@ fn e2e(a: &E2eArgs) -> Result<()> {
         stop_at_eos: false,
     };
     // Warm-up: compile every pipeline on the driver, let the clocks rise.
-    for n in a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))) {
+    for &n in &prompt_lens {
         engine.reset();
         engine.generate(&request(n, 2), |_| true)?;
     }

@@ -45,12 +45,17 @@ pub fn score_sum_lib(lanes: u32) -> &'static str {
     }
 }
 
-/// How the attention kernels read K and V: as vec4<f32>s, or on CPU adapters with SHADER_INT64
-/// as pairs of u64s (half the loads, which llvmpipe pays for per lane and per component).
-pub fn kv_lib(caps: &Caps) -> &'static str {
-    match caps.cpu && caps.int64 {
-        true => "lib/kv_u64",
-        false => "lib/kv_vec4",
+/// Whether the attention kernels read K and V as pairs of u64s (`kv_libs`): on CPU adapters with
+/// SHADER_INT64, since llvmpipe pays for loads per lane and per component.
+pub fn kv_u64(caps: &Caps) -> bool {
+    caps.cpu && caps.int64
+}
+
+/// The pieces that read K and V: as vec4<f32>s, or as pairs of u64s (half the loads).
+pub fn kv_libs(kv_u64: bool) -> &'static [&'static str] {
+    match kv_u64 {
+        true => &["lib/u64_bits", "lib/kv_u64"],
+        false => &["lib/kv_vec4"],
     }
 }
 

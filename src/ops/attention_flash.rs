@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, kv_lib, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -22,13 +22,13 @@ pub struct FlashShape {
     pub score_lanes: u32,
     /// Workgroup reductions through subgroup operations (`reduce_lib`).
     pub subgroups: bool,
-    /// How K and V are read (`kv_lib`).
-    pub kv: &'static str,
+    /// K and V read as pairs of u64s (`kv_libs`).
+    pub kv_u64: bool,
 }
 
 impl FlashShape {
     pub fn for_adapter(caps: &Caps, head_dim: u32) -> FlashShape {
-        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv: kv_lib(caps) }
+        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv_u64: kv_u64(caps) }
     }
 
     /// Positions per tile.
@@ -39,8 +39,8 @@ impl FlashShape {
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, shape: FlashShape) -> String {
     let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", shape.score_lanes);
-    let pieces = [shape.kv, reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
-    assemble("attention_flash", &defs, &pieces)
+    let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
+    assemble("attention_flash", &defs, &[kv_libs(shape.kv_u64), &pieces].concat())
 }
 
 pub struct AttentionFlash {

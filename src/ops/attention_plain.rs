@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::attention::{head_defs, kv_lib, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -15,8 +15,8 @@ pub struct PlainShape {
     pub score_lanes: u32,
     /// Workgroup reductions through subgroup operations (`reduce_lib`).
     pub subgroups: bool,
-    /// How K and V are read (`kv_lib`).
-    pub kv: &'static str,
+    /// K and V read as pairs of u64s (`kv_libs`).
+    pub kv_u64: bool,
 }
 
 impl PlainShape {
@@ -30,7 +30,7 @@ impl PlainShape {
             true => (head_dim / 4).next_power_of_two().max(8),
             false => 256,
         };
-        PlainShape { threads, score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv: kv_lib(caps) }
+        PlainShape { threads, score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv_u64: kv_u64(caps) }
     }
 
     /// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
@@ -45,7 +45,11 @@ pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32,
     assemble(
         "attention_plain",
         &head_defs(h, opts, plan, shape.threads).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", shape.score_lanes),
-        &[shape.kv, reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"],
+        &[
+            kv_libs(shape.kv_u64),
+            &[reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"],
+        ]
+        .concat(),
     )
 }
 

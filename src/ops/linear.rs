@@ -551,7 +551,8 @@ pub fn sources(
     // The rows core on `xrows` rows per workgroup; `rows_piece` says how many the step has.
     let rows_core = |xrows: u32, rpg: u32, rows_piece: &'static str| {
         let d = base.clone().u32("RPG", rpg).u32("WG_THREADS", ROWS_CORE_LANES).u32("XROWS", xrows);
-        assemble(name, &d, &[&weight.block32_libs()[..], &[gemv_input, rows_piece, "lib/linear_gemv_rows"]].concat())
+        let core = [gemv_input, rows_piece, "lib/linear_gemv_rows"];
+        assemble(name, &d, &[&["lib/u64_bits"], &weight.block32_libs()[..], &core].concat())
     };
     let coop = |sg: u32, c: CoopShape| {
         let (tm, tn) = c.tile();
