@@ -166,6 +166,29 @@ fn wginfer_shaders_replaces_embedded_shader_files() {
     );
 }
 
+/// `bench kernels --norm` times the linear cores with the input's RMSNorm fused: its rows say so,
+/// and they come from the normalizing kernels (a broken lib/gemv_input_rmsnorm stops them).
+#[test]
+fn bench_kernels_norm_times_the_normalizing_cores() {
+    let args = ["bench", "kernels", "--quick", "--types", "f16", "--shapes", "64x64", "--rows", "1,2", "--reps", "1"];
+    let out = wginfer().args(args).args(["--norm", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kernel"] == "linear_rows")
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["norm"] == true && r["median_us"].as_f64().unwrap() > 0.0), "{rows:?}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("lib")).unwrap();
+    std::fs::write(dir.path().join("lib/gemv_input_rmsnorm.wgsl"), "this is not WGSL").unwrap();
+    let out = wginfer().env("WGINFER_SHADERS", dir.path()).args(args).arg("--norm").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("\"lib/gemv_input_rmsnorm\""), "{err}");
+}
+
 /// `wginfer batch` as a user runs it: the golden prompts (and a chat request) run together
 /// through the batcher give transformers' greedy ids, answers in input order, and a bad line
 /// is reported with its number while the others still run.

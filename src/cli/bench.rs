@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::bench_ops;
+use super::bench_ops::{self, random_f32, upload};
 use crate::engine::{Engine, EngineOptions, Request};
 use crate::gpu::profiler::{Part, Profiler, Span};
 use crate::gpu::{Gpu, GpuOptions};
@@ -19,7 +19,8 @@ use crate::model::loader::load_weights;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::linear::{
-    BoundLinear, Core, GemvShape, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS, SPLIT_MAX_ROWS,
+    BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS,
+    SPLIT_MAX_ROWS,
 };
 use crate::ops::matmul::{self, Matmul};
 use crate::ops::{Step, Weight, WeightType};
@@ -130,6 +131,10 @@ struct KernelArgs {
     /// Only steps of these row counts in the rows-per-step table (comma-separated, e.g. 1,8).
     #[arg(long, value_delimiter = ',')]
     rows: Option<Vec<u32>>,
+    /// The rows-per-step table with each input row RMS-normalized inside the linear kernel, as
+    /// a layer's QKV and gate/up projections run.
+    #[arg(long)]
+    norm: bool,
     #[arg(long)]
     adapter: Option<usize>,
 }
@@ -360,7 +365,8 @@ fn kernels(k: &KernelArgs) -> Result<()> {
         _ => STEP_SHAPES,
     };
     let step_types = if k.types.is_some() { types } else { vec![WeightType::F16] };
-    let table = StepTable { json: k.json, reps: k.reps, quick: k.quick, limit_gb_s, rows: k.rows.clone() };
+    let table =
+        StepTable { json: k.json, reps: k.reps, quick: k.quick, limit_gb_s, rows: k.rows.clone(), norm: k.norm };
     table.run(&gpu, &mut prof, &configs, step_shapes, &step_types)?;
     if full {
         printer.header();
@@ -379,6 +385,8 @@ struct StepTable {
     limit_gb_s: Option<f64>,
     /// `--rows`: only these row counts.
     rows: Option<Vec<u32>>,
+    /// `--norm`: the input's RMSNorm fused into the kernel.
+    norm: bool,
 }
 
 impl StepTable {
@@ -426,7 +434,7 @@ impl StepTable {
                     let gemv_only = |&&(r, c): &&(u32, Option<Core>)| c.is_none() && r <= GEMV_MAX_ROWS;
                     for &(step_rows, core) in cases.iter().filter(|c| i == 0 || gemv_only(c)) {
                         let Some((median, spread, core)) =
-                            bench.time_core(gpu, prof, cfg, (step_rows, core), self.reps, self.quick)?
+                            bench.time_core(gpu, prof, cfg, (step_rows, core, self.norm), self.reps, self.quick)?
                         else {
                             continue;
                         };
@@ -437,7 +445,7 @@ impl StepTable {
                         let pct = self.limit_gb_s.map(|l| 100.0 * gbs / l);
                         if self.json {
                             let v = json!({"kernel": "linear_rows", "model": model, "matrix": matrix, "rows": rows,
-                                "cols": cols, "type": ty.name(), "step_rows": step_rows, "core": core_name,
+                                "cols": cols, "norm": self.norm, "type": ty.name(), "step_rows": step_rows, "core": core_name,
                                 "gemv": variant, "median_us": median / 1e3, "p10_p90_us": spread / 1e3,
                                 "us_per_row": per_row, "bytes": bytes, "gb_s": gbs, "percent_of_limit": pct});
                             println!("{v}");
@@ -488,6 +496,8 @@ pub(super) struct GemvBench {
     x: wgpu::Buffer,
     y: wgpu::Buffer,
     step: wgpu::Buffer,
+    /// The RMSNorm weight of a normalizing step (`time_core`'s `norm`).
+    gamma: wgpu::Buffer,
 }
 
 impl GemvBench {
@@ -507,7 +517,8 @@ impl GemvBench {
         let step = Step::buffer(gpu)?;
         let most = u64::from(STEP_ROWS[STEP_ROWS.len() - 1]);
         let (x, y) = (gpu.storage("x", most * cols as u64 * 4)?, gpu.storage("y", most * rows as u64 * 4)?);
-        Ok(Some(GemvBench { ws, x, y, step }))
+        let gamma = upload(gpu, "gamma", &random_f32(cols, 2))?;
+        Ok(Some(GemvBench { ws, x, y, step, gamma }))
     }
 
     /// Bytes one GEMV reads and writes: the weight as stored, x and y.
@@ -542,13 +553,13 @@ impl GemvBench {
 
     /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part; by
     /// default the one such a step runs), which it returns; `None` where the kernel has no such
-    /// core (`Core::Split` off tensor cores).
+    /// core (`Core::Split` off tensor cores). `norm`: each row of x RMS-normalized on the way in.
     fn time_core(
         &self,
         gpu: &Gpu,
         prof: &mut Profiler,
         cfg: &LinearConfig,
-        (rows, core): (u32, Option<Core>),
+        (rows, core, norm): (u32, Option<Core>, bool),
         reps: u32,
         quick: bool,
     ) -> Result<Option<(f64, f64, Core)>> {
@@ -557,10 +568,11 @@ impl GemvBench {
             .ws
             .iter()
             .map(|w| {
-                let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: None };
+                let norm = norm.then_some(InputNorm { weight: &self.gamma, eps: 1e-6 });
+                let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: norm.map(|n| n.eps) };
                 let part = w.single()?;
                 let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), part.ty, &shape, cfg)?;
-                BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], None)
+                BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], norm)
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));

@@ -136,11 +136,11 @@ fn shapes(quick: bool) -> Result<Vec<Shapes>> {
         .collect()
 }
 
-fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+pub(super) fn random_f32(n: usize, seed: u64) -> Vec<f32> {
     synthetic::random_values(n, 1.0, seed)
 }
 
-fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
+pub(super) fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
     gpu.storage_from(label, bytemuck::cast_slice(v))
 }
 
