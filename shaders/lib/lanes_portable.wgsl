@@ -18,10 +18,6 @@ fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
 // lane group: each sum is a tree of its own.
 const MAX_PARTS: u32 = 1u;
 
-fn lanes_parts() -> u32 {
-    return 1u;
-}
-
 fn lanes_part(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
     return lanes_sum(lid, lane, v);
 }

@@ -1,24 +1,33 @@
-// Sum over each aligned group of LANES invocations with subgroup operations. Where a group fits
-// in the smallest subgroup (SHUFFLE) a butterfly of shuffles does it without a barrier;
-// otherwise each subgroup adds its values and lane 0 adds its group's subgroup sums through
-// workgroup memory. The result is valid in the group's lane 0.
+// Sum over each aligned group of LANES invocations with subgroup shuffles. A group is cut into
+// parts of PART = min(LANES, SG_MIN) consecutive lanes, each inside one subgroup (SG_MIN: the
+// smallest subgroup size), summed by a butterfly of xor shuffles without a barrier; where a
+// group spans several parts (not SHUFFLE) their sums meet through workgroup memory. The part
+// count is a constant, so the loops over parts unroll: with subgroupAdd and a part count read
+// at run time (LANES / subgroupAdd(1)), 8 rows of the normalized 1152x896 weight took 10.1 us
+// on the H200 against 7.4 (docs/PERF.md).
+const PART: u32 = min(LANES, SG_MIN);
 var<workgroup> red: array<vec4<f32>, WG_THREADS>;
 
+// The sum of v over this lane's part, in every lane of the part.
+fn part_sum(v: vec4<f32>) -> vec4<f32> {
+    var s = v;
+    for (var o = PART / 2u; o > 0u; o >>= 1u) {
+        s += subgroupShuffleXor(s, o);
+    }
+    return s;
+}
+
+// The result is valid in the group's lane 0.
 fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
+    let s = part_sum(v);
     if (SHUFFLE) {
-        var s = v;
-        for (var o = LANES / 2u; o > 0u; o >>= 1u) {
-            s += subgroupShuffleXor(s, o);
-        }
         return s;
     }
-    let s = subgroupAdd(v);
-    let size = subgroupAdd(1u);
     red[lid] = s;
     workgroupBarrier();
     var t = vec4<f32>(0.0);
     if (lane == 0u) {
-        for (var j = 0u; j < LANES; j += size) {
+        for (var j = 0u; j < LANES; j += PART) {
             t += red[lid + j];
         }
     }
@@ -26,27 +35,11 @@ fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
     return t;
 }
 
-// For many sums at once with one barrier (lib/linear_gemv_batch): a lane group is cut into
-// lanes_parts() parts of consecutive lanes, lanes_part gives each part's sum in its first lane,
-// and the caller adds the parts after its barrier. A group that fits in a subgroup is one part
-// (a butterfly of shuffles); a larger one has a part per subgroup, at most MAX_PARTS
-// (SG_MIN: the smallest subgroup size).
-const MAX_PARTS: u32 = select(LANES / SG_MIN, 1u, SHUFFLE);
-
-fn lanes_parts() -> u32 {
-    if (SHUFFLE) {
-        return 1u;
-    }
-    return LANES / subgroupAdd(1u);
-}
+// For many sums at once with one barrier (lib/linear_gemv_batch): lanes_part gives each of a
+// lane group's MAX_PARTS parts its sum in its first lane (lane % (LANES / MAX_PARTS) == 0), and
+// the caller adds the parts after its barrier.
+const MAX_PARTS: u32 = LANES / PART;
 
 fn lanes_part(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
-    if (SHUFFLE) {
-        var s = v;
-        for (var o = LANES / 2u; o > 0u; o >>= 1u) {
-            s += subgroupShuffleXor(s, o);
-        }
-        return s;
-    }
-    return subgroupAdd(v);
+    return part_sum(v);
 }

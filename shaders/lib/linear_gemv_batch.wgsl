@@ -10,7 +10,7 @@
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
 // scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; lanes_parts, lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
+// piece; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS,
 // GEMV_ROWS (the most rows a step gives this core: Core::for_rows never gives it more);
 // WG_ROWS is even.
@@ -85,8 +85,7 @@ fn main(
     // group adds the shares. Summing all GEMV_ROWS rows whatever the step's count keeps
     // the subgroup operations out of branches (rows past it hold zeros): per-row reductions
     // behind conditions and barriers made 8 rows take 1.5x as long (docs/PERF.md).
-    let n_parts = lanes_parts();
-    let part = LANES / n_parts;
+    let part = LANES / MAX_PARTS;
     for (var j = 0u; j < SUMS; j++) {
         var v = vec4<f32>(0.0);
         if (j < ROW_VECS) {
@@ -110,7 +109,7 @@ fn main(
         var t = vec4<f32>(0.0);
         var nss = vec4<f32>(0.0);
         let jv = select(j, j / 2u, PACK);
-        for (var q = 0u; q < n_parts; q++) {
+        for (var q = 0u; q < MAX_PARTS; q++) {
             t += parts[(jv * GROUPS + gg) * MAX_PARTS + q];
             if (NORMED) {
                 nss += parts[((ROW_VECS + j / 4u) * GROUPS + j % GROUPS) * MAX_PARTS + q];

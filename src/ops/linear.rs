@@ -502,8 +502,9 @@ pub struct LinearShape {
     pub norm_eps: Option<f32>,
 }
 
-/// How a GEMV lane group is reduced: subgroup shuffles when it fits in the smallest subgroup,
-/// subgroup sums when it spans whole subgroups, else workgroup memory.
+/// How a GEMV lane group is reduced: subgroup shuffles when it fits in the smallest subgroup;
+/// when it spans whole subgroups, shuffles within parts of the smallest subgroup size whose sums
+/// meet in workgroup memory; else workgroup memory alone.
 fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'static str, Defs) {
     match subgroups {
         Some((smallest, _)) if lanes <= smallest => {
