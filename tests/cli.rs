@@ -189,6 +189,29 @@ fn bench_kernels_norm_times_the_normalizing_cores() {
     assert!(!out.status.success() && err.contains("\"lib/gemv_input_rmsnorm\""), "{err}");
 }
 
+/// `bench batch-sweep` reports every concurrency, and a point does not depend on the points run
+/// before it: every request has a prompt of its own, so none is served from the prefix cache
+/// (it used to reuse the earlier points' prompts, which the pool kept).
+#[test]
+fn batch_sweep_points_do_not_depend_on_earlier_points() {
+    let model = fixture("gguf/tiny-llama-q8_0.gguf");
+    let sweep = |batches: &str| -> Vec<serde_json::Value> {
+        let args = ["bench", "batch-sweep", "--requests", "4", "--prompt", "32", "--answer", "4", "--json"];
+        let out = wginfer().args(args).arg("--model").arg(&model).args(["--batches", batches]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let alone = sweep("2");
+    let after = sweep("1,2");
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(after.iter().filter(|p| p["golden"] == true).count(), 1, "{after:?}");
+    for p in alone.iter().chain(&after) {
+        assert!(p["tokens_per_s"].as_f64().unwrap() > 0.0 && p["requests"] == 4, "{p}");
+    }
+    assert_eq!(alone[0]["b"], 2);
+    assert_eq!(after[1]["rows_per_step"], alone[0]["rows_per_step"], "{alone:?} {after:?}");
+}
+
 /// `wginfer batch` as a user runs it: the golden prompts (and a chat request) run together
 /// through the batcher give transformers' greedy ids, answers in input order, and a bad line
 /// is reported with its number while the others still run.

@@ -89,16 +89,24 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
     let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
-    let prompt =
-        |i: usize| -> Vec<u32> { (0..a.prompt as u32).map(|j| (j * 7919 + i as u32 * 104_729 + 13) % vocab).collect() };
+    let prompt = |i: u32| -> Vec<u32> {
+        (0..a.prompt as u32).map(|j| (j * 7919 + i.wrapping_mul(104_729) + 13) % vocab).collect()
+    };
+    // Every request of the run gets a prompt of its own: a prompt seen before (an earlier point's,
+    // or an interactive one's for a background request) would be served from the prefix cache
+    // where the pool keeps it, and a point's speed would depend on the points before it.
+    let mut prompts_used = 0u32;
     // Background requests are numbered from here.
     const BACKGROUND: u64 = 1 << 40;
     let mut background_done = 0;
     let mut run_at = |b: u32, requests: usize, background: u32| -> Result<Point> {
         let mut batcher = Batcher::new(&mut engine, batch);
-        let request = |i: u64| SeqRequest {
+        let mut request = |i: u64| SeqRequest {
             id: i,
-            prompt_ids: prompt(i as usize),
+            prompt_ids: {
+                prompts_used += 1;
+                prompt(prompts_used)
+            },
             max_tokens: a.answer,
             sampling: SamplingParams::default(),
             stop_at_eos: false,
