@@ -13,7 +13,7 @@ enable wgpu_cooperative_matrix;
 // finished tile goes through workgroup memory once more so the kernel's store_pair (bias, RoPE,
 // SwiGLU, residual) sees plain (m, n) pairs.
 // Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_b_*:
-// W_STAGED, stage_w, b_fragment. Constants: K and N (multiples of 16), TM = 32 * SGM,
+// W_STAGED, stage_w, b_fragment; step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), TM = 32 * SGM,
 // TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG (the subgroup size),
 // WG_THREADS = SGM * SGN * SGK * SG.
 // x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
@@ -27,7 +27,7 @@ var<workgroup> tile: array<f32, SGK * TM * TN>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
-    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
+    let rows = step_rows();
     // This subgroup's 32 x 32 block of the tile, and its share of k.
     let sg = tid / SG;
     let block = sg % BLOCKS;

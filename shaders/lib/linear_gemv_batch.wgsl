@@ -10,8 +10,9 @@
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
 // scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
-// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS, ROWS_FROM_OUTPUTS,
+// piece; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from
+// lib/gemv_input_*; step_rows from lib/rows_of_step.
+// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS,
 // GEMV_ROWS (the most rows a step gives this core: Core::for_rows never gives it more);
 // WG_ROWS is even.
 alias XElem = vec4<f32>;
@@ -52,7 +53,7 @@ fn main(
     let g = lid / LANES;
     let lane = lid % LANES;
     let n0 = group * WG_ROWS + g * RPG;
-    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
+    let rows = step_rows();
     var accs: array<vec4<f32>, GEMV_ROWS>;
     var ss: array<vec4<f32>, ROW_SETS>;
     let last = max(rows, 1u) - 1u;

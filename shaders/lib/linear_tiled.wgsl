@@ -2,8 +2,9 @@
 // A workgroup computes a TM x TN tile; each thread an RM x RN micro-tile of consecutive columns,
 // so output pairs (n, n+1) with n even reach the kernel's store_pair together.
 // Needs from the kernel: x (array<XElem>), w (array<WElem>), step, store_pair(m, n, v0, v1);
-// prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm.
-// Constants: K, N, TM, TN, TK, WG_X, WG_Y, RM = TM / WG_Y, RN = TN / WG_X, ROWS_FROM_OUTPUTS.
+// prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm; step_rows from
+// lib/rows_of_step.
+// Constants: K, N, TM, TN, TK, WG_X, WG_Y, RM = TM / WG_Y, RN = TN / WG_X.
 alias XElem = vec4<f32>;
 
 var<workgroup> xs: array<f32, TM * TK>;
@@ -14,7 +15,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let tid = lid.y * WG_X + lid.x;
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
-    let rows = select(step.n_tokens, step.n_out, ROWS_FROM_OUTPUTS);
+    let rows = step_rows();
     prepare_input(tid, m0, min(TM, rows - min(rows, m0)));
     var acc: array<f32, RM * RN>;
     for (var k0 = 0u; k0 < K; k0 += TK) {

@@ -89,13 +89,13 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
     let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
-    let prompt = |i: u32| -> Vec<u32> {
-        (0..a.prompt as u32).map(|j| (j * 7919 + i.wrapping_mul(104_729) + 13) % vocab).collect()
+    let prompt = |i: u64| -> Vec<u32> {
+        (0..a.prompt as u64).map(|j| ((j * 7919 + i * 104_729 + 13) % u64::from(vocab)) as u32).collect()
     };
     // Every request of the run gets a prompt of its own: a prompt seen before (an earlier point's,
     // or an interactive one's for a background request) would be served from the prefix cache
     // where the pool keeps it, and a point's speed would depend on the points before it.
-    let mut prompts_used = 0u32;
+    let mut prompts_used = 0u64;
     // Background requests are numbered from here.
     const BACKGROUND: u64 = 1 << 40;
     let mut background_done = 0;

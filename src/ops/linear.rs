@@ -573,8 +573,8 @@ pub fn sources(
             false => ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split"),
         };
         let pieces = match weight {
-            WeightType::F16 => vec![w_f16, core],
-            _ => [w, &[w_other, core]].concat(),
+            WeightType::F16 => vec![w_f16, "lib/rows_of_step", core],
+            _ => [w, &[w_other, "lib/rows_of_step", core]].concat(),
         };
         assemble(name, &d, &pieces)
     };
@@ -590,7 +590,7 @@ pub fn sources(
                 .u32("WG_Y", t.wg_y)
                 .u32("RM", t.tm / t.wg_y)
                 .u32("RN", t.tn / t.wg_x);
-            assemble(name, &d, &[w, &[input, "lib/linear_tiled"]].concat())
+            assemble(name, &d, &[w, &[input, "lib/rows_of_step", "lib/linear_tiled"]].concat())
         }
     };
     let one = match g.lanes {
@@ -606,7 +606,8 @@ pub fn sources(
             false => {
                 let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
                 let d = d.u32("GEMV_ROWS", rows);
-                assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv_batch"]].concat())
+                let core = [lanes, gemv_input, "lib/rows_of_step", "lib/linear_gemv_batch"];
+                assemble(name, &d, &[w, &core].concat())
             }
         };
         (Core::GemvBatch(rows), source)
