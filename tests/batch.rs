@@ -12,7 +12,7 @@ use wginfer::engine::{Engine, EngineOptions, Finish, Request};
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{BatchOptions, Batcher, SeqEvent, SeqStats};
+use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest, SeqStats};
 
 fn engine(path: &std::path::Path, kv: KvOptions) -> Engine {
     let opts = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
@@ -184,4 +184,43 @@ fn a_shared_prefix_runs_once() {
     assert_eq!((stats[0].prefix_hit_tokens, stats[1].prefix_hit_tokens), (0, 64));
     // Each prompt's own tokens once, then 11 decode rows each.
     assert_eq!(rows, (a.len() + b.len() - 64 + 2 * 11) as u64);
+}
+
+#[test]
+fn background_prompts_advance_in_small_chunks_beside_interactive_streams() {
+    // An interactive stream decodes while a background request's 200-token prompt arrives: every
+    // step holds the interactive row and at most background_prompt_tokens of that prompt, the
+    // prompt still advances, and both get the ids they get alone.
+    let g = golden("qwen2-f32");
+    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let (chat, document) = (longest[..8].to_vec(), longest[..200].to_vec());
+    let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
+    let want = [alone(&mut e, &chat, 30), alone(&mut e, &document, 4)];
+    let opts = BatchOptions::default();
+    let mut b = Batcher::new(&mut e, opts);
+    b.submit(seq_request(0, &chat, 30));
+    let mut got: [Vec<u32>; 2] = Default::default();
+    let (mut interactive_done, mut step, mut steps_beside) = (false, 0, 0);
+    while !(interactive_done && b.is_idle()) {
+        if step == 3 {
+            b.submit(SeqRequest { priority: Priority::Background, ..seq_request(1, &document, 4) });
+        }
+        let events = b.step(&mut e).unwrap();
+        if !interactive_done && step >= 3 {
+            assert!(b.last_rows <= 2 + opts.background_prompt_tokens, "step {step}: {} rows", b.last_rows);
+            steps_beside += usize::from(b.last_rows > 2);
+        }
+        for ev in events {
+            match ev {
+                SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
+                SeqEvent::Finished(s) => interactive_done |= s.id == 0,
+                SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
+            }
+        }
+        step += 1;
+        assert!(step < 1_000, "the batch never finished");
+    }
+    assert_eq!(got, want);
+    // 200 tokens in chunks of 32: seven steps beside the interactive stream.
+    assert_eq!(steps_beside, 7);
 }

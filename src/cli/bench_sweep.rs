@@ -45,6 +45,9 @@ pub(super) struct SweepArgs {
     /// Background clients running alongside the interactive ones.
     #[arg(long, default_value_t = 0)]
     background: u32,
+    /// Most background prompt tokens in a step while an interactive request runs.
+    #[arg(long, default_value_t = BatchOptions::default().background_prompt_tokens)]
+    background_prompt_tokens: u32,
     #[arg(long)]
     json: bool,
     #[arg(long)]
@@ -88,7 +91,11 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
-    let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
+    let batch = BatchOptions {
+        max_batch_tokens: a.max_batch_tokens,
+        background_prompt_tokens: a.background_prompt_tokens,
+        ..Default::default()
+    };
     let prompt = |i: u64| -> Vec<u32> {
         (0..a.prompt as u64).map(|j| ((j * 7919 + i * 104_729 + 13) % u64::from(vocab)) as u32).collect()
     };

@@ -32,11 +32,18 @@ pub struct BatchOptions {
     pub max_batch_tokens: u32,
     /// A background request waiting this long is admitted as if interactive.
     pub aging: Duration,
+    /// Most background prompt tokens in a step while an interactive request is running: every
+    /// interactive stream waits for the whole step, and a chunk of max_batch_tokens prompt
+    /// tokens made each of its tokens wait for a prefill (lavapipe, the default model, 4
+    /// interactive clients: inter-token P99 127 ms alone, 5.0-5.7 s beside 16 background
+    /// clients with whole chunks, 0.8-1.1 s with 32; docs/PERF.md). Background prompts still
+    /// advance by this much per step.
+    pub background_prompt_tokens: u32,
 }
 
 impl Default for BatchOptions {
     fn default() -> Self {
-        BatchOptions { max_batch_tokens: 512, aging: Duration::from_secs(10) }
+        BatchOptions { max_batch_tokens: 512, aging: Duration::from_secs(10), background_prompt_tokens: 32 }
     }
 }
 
@@ -387,6 +394,8 @@ impl Batcher {
             parts.push(Part { seq: i, rows: 1, place, chosen: true });
             budget -= 1;
         }
+        let interactive_running = self.running.iter().any(|s| s.req.priority == Priority::Interactive);
+        let mut background_prompt = if interactive_running { self.opts.background_prompt_tokens } else { u32::MAX };
         let mut order: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].awaiting == 0).collect();
         order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
         let mut preempted = Vec::new();
@@ -400,10 +409,14 @@ impl Batcher {
             let seq = &self.running[i];
             let interactive_prompt =
                 parts.iter().any(|p| p.rows > 1 && self.running[p.seq].req.priority == Priority::Interactive);
-            if seq.req.priority == Priority::Background && seq.pending() > 1 && interactive_prompt {
+            let background_chunk = seq.req.priority == Priority::Background && seq.pending() > 1;
+            if background_chunk && interactive_prompt {
                 continue;
             }
-            let rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
+            let mut rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
+            if background_chunk {
+                rows = rows.min(background_prompt);
+            }
             if rows == 0 {
                 continue;
             }
@@ -411,6 +424,9 @@ impl Batcher {
                 if let Ok(place) = kv.grow(&mut self.running[i].kv, rows) {
                     parts.push(Part { seq: i, rows, place, chosen: false });
                     budget -= rows;
+                    if background_chunk {
+                        background_prompt -= rows;
+                    }
                     break;
                 }
                 // The pool is dry: the least urgent, latest admitted sequence not in this step
