@@ -162,7 +162,7 @@ const STEP_SHAPES: &[(&str, &str, usize, usize)] =
     &[("qwen2.5-0.5b", "qkv", 1152, 896), ("qwen2.5-0.5b", "gate_up", 9728, 896), ("qwen2.5-0.5b", "down", 896, 4864)];
 
 /// Rows per step of the rows-per-step table: a batched decode step has one per sequence.
-const STEP_ROWS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+const STEP_ROWS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 pub fn run(a: &BenchArgs) -> Result<()> {
     match &a.what {
@@ -278,7 +278,7 @@ const COLD_BYTES: usize = 512 << 20;
 
 /// GEMV shapes (lanes per row, outputs per lane group, threads) `--sweep` tries besides the
 /// heuristic's, llm.c style.
-const GEMV_VARIANTS: [(u32, u32, u32); 17] = [
+const GEMV_VARIANTS: [(u32, u32, u32); 22] = [
     (1, 2, 8),
     (1, 4, 8),
     (8, 1, 256),
@@ -296,6 +296,11 @@ const GEMV_VARIANTS: [(u32, u32, u32); 17] = [
     (128, 2, 256),
     (256, 2, 256),
     (32, 2, 128),
+    (16, 4, 128),
+    (32, 4, 128),
+    (32, 4, 64),
+    (64, 2, 128),
+    (128, 2, 128),
 ];
 
 fn kernels(k: &KernelArgs) -> Result<()> {
@@ -421,7 +426,9 @@ impl StepTable {
         let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                let crossover = (r == GEMV_MAX_ROWS).then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
+                // Where the cores cross over: the GEMV's last rows, and the split core's.
+                let crossover = (r == GEMV_MAX_ROWS || r > SPLIT_MAX_ROWS)
+                    .then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
                 std::iter::once((r, None)).chain(crossover.into_iter().flatten())
             })
             .filter(|(r, _)| self.rows.as_ref().is_none_or(|only| only.contains(r)))
@@ -576,7 +583,7 @@ impl GemvBench {
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));
-        if core == Core::Split && ops[0].core_for(SPLIT_MAX_ROWS) != Core::Split {
+        if core == Core::Split && ops[0].core_for(GEMV_MAX_ROWS + 1) != Core::Split {
             return Ok(None);
         }
         let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {

@@ -100,13 +100,16 @@ impl GemvShape {
     /// 128, two outputs each.
     pub fn heuristic_batch(k: u32, n: u32, rows: u32) -> GemvShape {
         let outputs = if rows >= 4 { 4 } else { 2 };
-        let (lanes, outputs) = match () {
-            _ if n >= 32768 => (16, outputs),
-            _ if n >= 8192 => (32, 4),
-            _ if k >= 4096 => (256, 2),
-            _ => (128, 2),
+        // The 8-row variant's layer weights take smaller workgroups: 8 normalized rows of
+        // 9728x896 18.9 -> 18.0 us with 64 threads, 1152x896 7.4 -> 6.7 with 128 (docs/PERF.md).
+        let eight = rows >= GEMV_MAX_ROWS;
+        let (lanes, outputs, threads) = match () {
+            _ if n >= 32768 => (16, outputs, 256),
+            _ if n >= 8192 => (32, 4, if eight { 64 } else { 256 }),
+            _ if k >= 4096 => (256, 2, 256),
+            _ => (128, 2, if eight { 128 } else { 256 }),
         };
-        GemvShape { lanes, rows: outputs, threads: 256 }
+        GemvShape { lanes, rows: outputs, threads }
     }
 
     /// Outputs per workgroup.
@@ -215,8 +218,8 @@ pub enum Core {
     /// The tensor-core, tiled or (CPU adapters) rows core: more rows (prefill, large batches).
     Prefill,
     /// The tensor-core core with narrower tiles and k split over more subgroups: more
-    /// workgroups, each with a shorter loop, for steps of up to SPLIT_MAX_ROWS rows on weights of
-    /// fewer than SPLIT_MAX_N outputs, where the prefill tiles leave most of the GPU idle
+    /// workgroups, each with a shorter loop, for steps of up to `split_max_rows` rows on weights
+    /// of fewer than SPLIT_MAX_N outputs, where the prefill tiles leave most of the GPU idle
     /// (`LinearKernels::core_for` chooses it where the adapter has tensor cores).
     Split,
 }
@@ -225,6 +228,21 @@ pub enum Core {
 pub const SPLIT_MAX_ROWS: u32 = 64;
 /// Weights with this many outputs or more keep the prefill core: it has workgroups enough.
 pub const SPLIT_MAX_N: u32 = 16384;
+/// Weights of fewer outputs than SPLIT_NARROW_N take `Core::Split` up to SPLIT_NARROW_MAX_ROWS
+/// rows: the prefill core's 64 x 64 tiles give them few workgroups (896 outputs at 128 rows: 28
+/// for 132 SMs). On the H200, 128 rows of 896x4864 took 42 us against 146, a 128-token prompt's
+/// step 7.8 -> 5.0 ms; 9728x896 stays (128 rows: 94 us against 70; docs/PERF.md).
+const SPLIT_NARROW_N: u32 = 4096;
+const SPLIT_NARROW_MAX_ROWS: u32 = 256;
+
+/// The most rows a step of a weight of `n` outputs runs on `Core::Split` (where it has one).
+pub fn split_max_rows(n: u32) -> u32 {
+    if n < SPLIT_NARROW_N {
+        SPLIT_NARROW_MAX_ROWS
+    } else {
+        SPLIT_MAX_ROWS
+    }
+}
 
 impl Core {
     /// The core for a step of `rows` rows.
@@ -660,7 +678,7 @@ impl LinearKernels {
     /// prefill core's small steps where this kernel has it.
     pub fn core_for(&self, rows: u32) -> Core {
         match Core::for_rows(rows) {
-            Core::Prefill if self.split.is_some() && rows <= SPLIT_MAX_ROWS => Core::Split,
+            Core::Prefill if self.split.is_some() && rows <= split_max_rows(self.n) => Core::Split,
             core => core,
         }
     }

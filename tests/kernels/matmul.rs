@@ -158,7 +158,7 @@ fn few_rows_on_whole_fragments_match_cpu() {
     // adapter has tensor cores (a long k, a partial last tile of outputs), f16 weights read as
     // they lie and Q8_0 dequantized through workgroup memory.
     for ty in [WeightType::F16, WeightType::Q8_0] {
-        for rows in [9, 33, 64] {
+        for rows in [9, 33, 64, 200] {
             check(gpu(), ty, rows, 2080, 80, rows == 33);
         }
     }
