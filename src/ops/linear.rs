@@ -231,7 +231,7 @@ pub const SPLIT_MAX_N: u32 = 16384;
 /// Weights of fewer outputs than SPLIT_NARROW_N take `Core::Split` up to SPLIT_NARROW_MAX_ROWS
 /// rows: the prefill core's 64 x 64 tiles give them few workgroups (896 outputs at 128 rows: 28
 /// for 132 SMs). On the H200, 128 rows of 896x4864 took 42 us against 146, a 128-token prompt's
-/// step 7.8 -> 5.0 ms; 9728x896 stays (128 rows: 94 us against 70; docs/PERF.md).
+/// step 7.8 -> 4.5 ms; 9728x896 stays (128 rows: 94 us against 70; docs/PERF.md).
 const SPLIT_NARROW_N: u32 = 4096;
 const SPLIT_NARROW_MAX_ROWS: u32 = 256;
 
