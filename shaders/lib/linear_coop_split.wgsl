@@ -1,11 +1,12 @@
 enable f16;
 enable wgpu_cooperative_matrix;
-// Tensor-core matmul core for steps of few rows (Core::Split: 9 to 64 rows on weights of few
-// outputs): y[m, n] = sum_k x[m, k] * W[n, k], through cooperative matrices (16x16 f16
-// fragments, f32 accumulation). A workgroup computes a TM x TN tile with SGM x SGN x SGK
-// subgroups: each 32 x 32 block (2 x 2 accumulators) is shared by SGK subgroups taking every
-// SGK-th 16-wide step of k (split-K, so weights with few rows still give every SM enough
-// subgroups to hide load latency), whose sums meet in workgroup memory.
+// Tensor-core matmul core for steps of few rows (Core::Split: 9 to 256 rows where the prefill
+// core's tiles would be too few, ops/linear.rs split_runs): y[m, n] = sum_k x[m, k] * W[n, k],
+// through cooperative matrices (16x16 f16 fragments, f32 accumulation). A workgroup computes a
+// TM x TN tile with SGM x SGN x SGK subgroups: each 32 x 32 block (2 x 2 accumulators) is
+// shared by SGK subgroups taking every SGK-th 16-wide step of k (split-K, so weights with few
+// rows still give every SM enough subgroups to hide load latency), whose sums meet in workgroup
+// memory.
 // Fragments load straight from storage (x as f16 rows from ops/input_f16): with so few rows,
 // staging them through workgroup memory as lib/linear_coop does made these steps slower on
 // the H200 (896x4864 at 8 to 64 rows: 84 us against 43, docs/PERF.md). B fragments come from

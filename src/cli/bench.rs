@@ -20,7 +20,6 @@ use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::linear::{
     BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS,
-    SPLIT_MAX_ROWS,
 };
 use crate::ops::matmul::{self, Matmul};
 use crate::ops::{Step, Weight, WeightType};
@@ -380,9 +379,9 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     Ok(())
 }
 
-/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), and the
-/// prefill core also at GEMV_MAX_ROWS, where the GEMV cores stop, so the crossover can be read
-/// off: time per step, per row, and the weight's bandwidth.
+/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), and both
+/// tensor-core cores from GEMV_MAX_ROWS on (where the GEMV cores stop, then where the split core
+/// does), so the crossovers can be read off: time per step, per row, and the weight's bandwidth.
 struct StepTable {
     json: bool,
     reps: u32,
@@ -426,9 +425,8 @@ impl StepTable {
         let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                // Where the cores cross over: the GEMV's last rows, and the split core's.
-                let crossover = (r == GEMV_MAX_ROWS || r > SPLIT_MAX_ROWS)
-                    .then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
+                // Both tensor-core cores from the GEMV's last rows on, where they cross over.
+                let crossover = (r >= GEMV_MAX_ROWS).then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
                 std::iter::once((r, None)).chain(crossover.into_iter().flatten())
             })
             .filter(|(r, _)| self.rows.as_ref().is_none_or(|only| only.contains(r)))

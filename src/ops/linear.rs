@@ -218,30 +218,30 @@ pub enum Core {
     /// The tensor-core, tiled or (CPU adapters) rows core: more rows (prefill, large batches).
     Prefill,
     /// The tensor-core core with narrower tiles and k split over more subgroups: more
-    /// workgroups, each with a shorter loop, for steps of up to `split_max_rows` rows on weights
-    /// of fewer than SPLIT_MAX_N outputs, where the prefill tiles leave most of the GPU idle
-    /// (`LinearKernels::core_for` chooses it where the adapter has tensor cores).
+    /// workgroups, each with a shorter loop, for steps of 9 to 256 rows on weights of fewer than
+    /// SPLIT_MAX_N outputs where the prefill tiles would leave most of the GPU idle
+    /// (`LinearKernels::core_for` chooses it by `split_runs` where the adapter has tensor cores).
     Split,
 }
 
-/// Steps of up to this many rows (past the GEMV cores) take `Core::Split` where it exists.
-pub const SPLIT_MAX_ROWS: u32 = 64;
 /// Weights with this many outputs or more keep the prefill core: it has workgroups enough.
 pub const SPLIT_MAX_N: u32 = 16384;
-/// Weights of fewer outputs than SPLIT_NARROW_N take `Core::Split` up to SPLIT_NARROW_MAX_ROWS
-/// rows: the prefill core's 64 x 64 tiles give them few workgroups (896 outputs at 128 rows: 28
-/// for 132 SMs). On the H200, 128 rows of 896x4864 took 42 us against 146, a 128-token prompt's
-/// step 7.8 -> 4.5 ms; 9728x896 stays (128 rows: 94 us against 70; docs/PERF.md).
-const SPLIT_NARROW_N: u32 = 4096;
-const SPLIT_NARROW_MAX_ROWS: u32 = 256;
+/// Steps of up to this many rows take `Core::Split` where it exists: the prefill core's 64-row
+/// tiles would be mostly empty (9728x896 at 32 rows on the H200: 32 us against 41).
+const SPLIT_ALWAYS_ROWS: u32 = 32;
+/// Past SPLIT_ALWAYS_ROWS, up to SPLIT_MAX_ROWS rows, `Core::Split` runs a step where the prefill
+/// core would have fewer workgroups than this (the H200's 132 SMs): 896x4864 at 128 rows (28
+/// workgroups) 42 us against 145, 2048x2048 at 128 rows (64) 40 against 64; at 256 rows (128)
+/// 73 against 63; 9728x896 at 64 rows (152) 50 against 41 (docs/PERF.md).
+const SPLIT_BELOW_WORKGROUPS: u32 = 128;
+const SPLIT_MAX_ROWS: u32 = 256;
 
-/// The most rows a step of a weight of `n` outputs runs on `Core::Split` (where it has one).
-pub fn split_max_rows(n: u32) -> u32 {
-    if n < SPLIT_NARROW_N {
-        SPLIT_NARROW_MAX_ROWS
-    } else {
-        SPLIT_MAX_ROWS
-    }
+/// Whether a step of `rows` rows (past the GEMV cores) of a weight of `n` outputs runs on
+/// `Core::Split` rather than the prefill core, where it has both.
+fn split_runs(n: u32, rows: u32) -> bool {
+    let (tm, tn) = coop_prefill().tile();
+    let prefill_workgroups = groups(n, tn) * groups(rows, tm);
+    rows <= SPLIT_ALWAYS_ROWS || (rows <= SPLIT_MAX_ROWS && prefill_workgroups < SPLIT_BELOW_WORKGROUPS)
 }
 
 impl Core {
@@ -678,7 +678,7 @@ impl LinearKernels {
     /// prefill core's small steps where this kernel has it.
     pub fn core_for(&self, rows: u32) -> Core {
         match Core::for_rows(rows) {
-            Core::Prefill if self.split.is_some() && rows <= split_max_rows(self.n) => Core::Split,
+            Core::Prefill if self.split.is_some() && split_runs(self.n, rows) => Core::Split,
             core => core,
         }
     }
