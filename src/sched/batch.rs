@@ -404,15 +404,8 @@ impl Batcher {
             if preempted.contains(&i) {
                 continue;
             }
-            // A step running an interactive prompt takes no background prompt chunk: those
-            // would lengthen it, and so the interactive time to first token.
             let seq = &self.running[i];
-            let interactive_prompt =
-                parts.iter().any(|p| p.rows > 1 && self.running[p.seq].req.priority == Priority::Interactive);
             let background_chunk = seq.req.priority == Priority::Background && seq.pending() > 1;
-            if background_chunk && interactive_prompt {
-                continue;
-            }
             let mut rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
             if background_chunk {
                 rows = rows.min(background_prompt);
@@ -426,6 +419,10 @@ impl Batcher {
                     budget -= rows;
                     if background_chunk {
                         background_prompt -= rows;
+                    } else if rows > 1 {
+                        // A step running an interactive prompt takes no background prompt
+                        // chunk: it would lengthen the step, and so the time to first token.
+                        background_prompt = 0;
                     }
                     break;
                 }
