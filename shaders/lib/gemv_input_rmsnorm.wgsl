@@ -10,9 +10,9 @@ fn gemv_weigh(xr: W8, k: u32) -> W8 {
     return W8(xr.lo * gamma[k / 4u], xr.hi * gamma[k / 4u + 1u]);
 }
 
-// Four values of x at k (k % 4 == 0) times gamma.
-fn gemv_weigh4(v: vec4<f32>, k: u32) -> vec4<f32> {
-    return v * gamma[k / 4u];
+// gamma at k .. k + 3 (k % 4 == 0), by which x's values there are weighed.
+fn gemv_gamma4(k: u32) -> vec4<f32> {
+    return gamma[k / 4u];
 }
 
 fn gemv_scale(ss: f32) -> f32 {

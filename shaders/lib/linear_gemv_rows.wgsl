@@ -12,7 +12,7 @@
 // lib/linear_gemv (docs/PERF.md).
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
 // w_block32 from lib/weight64_* (with lib/words64) or lib/weight_block32 (with the type's
-// piece); NORMED, gemv_weigh4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
+// piece); NORMED, gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
 // (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits. The adapter has SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
@@ -42,9 +42,10 @@ struct RowBlock {
     ss: f32,
 }
 
-fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>) -> RowBlock {
+// g: gamma at this lane's four values of the block.
+fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>, g: vec4<f32>) -> RowBlock {
     let xl = f32x4_of(x[(m * K + k) / 4u + lane]);
-    let xb = x32_of_lanes(gemv_weigh4(xl, k + 4u * lane));
+    let xb = x32_of_lanes(xl * g);
     var dots = vec4<f32>(0.0);
     for (var r = 0u; r < RPG; r++) {
         dots[r] = w32_dot(wb[r], xb);
@@ -82,21 +83,24 @@ fn main(
             // Rows past N read row N - 1 (valid memory); their sums are never stored.
             wb[r] = w_block32(min(n0 + r, N - 1u) * K + k);
         }
+        // gamma for this lane's values of the block: loaded once for all XROWS rows (llvmpipe
+        // does not merge the same load made per row: at 8 rows it was over half of all loads).
+        let g = gemv_gamma4(k + 4u * lane);
         // The rows written out rather than looped over: NIR unrolls no loop this long, and
         // then acc would be indexed by a variable, each access a per-lane loop.
-        acc[0] = add_block(acc[0], row_block(m[0], k, lane, wb));
+        acc[0] = add_block(acc[0], row_block(m[0], k, lane, wb, g));
         if (XROWS >= 2u) {
-            acc[1] = add_block(acc[1], row_block(m[1], k, lane, wb));
+            acc[1] = add_block(acc[1], row_block(m[1], k, lane, wb, g));
         }
         if (XROWS >= 4u) {
-            acc[2] = add_block(acc[2], row_block(m[2], k, lane, wb));
-            acc[3] = add_block(acc[3], row_block(m[3], k, lane, wb));
+            acc[2] = add_block(acc[2], row_block(m[2], k, lane, wb, g));
+            acc[3] = add_block(acc[3], row_block(m[3], k, lane, wb, g));
         }
         if (XROWS >= 8u) {
-            acc[4] = add_block(acc[4], row_block(m[4], k, lane, wb));
-            acc[5] = add_block(acc[5], row_block(m[5], k, lane, wb));
-            acc[6] = add_block(acc[6], row_block(m[6], k, lane, wb));
-            acc[7] = add_block(acc[7], row_block(m[7], k, lane, wb));
+            acc[4] = add_block(acc[4], row_block(m[4], k, lane, wb, g));
+            acc[5] = add_block(acc[5], row_block(m[5], k, lane, wb, g));
+            acc[6] = add_block(acc[6], row_block(m[6], k, lane, wb, g));
+            acc[7] = add_block(acc[7], row_block(m[7], k, lane, wb, g));
         }
     }
     for (var t = 0u; t < XROWS; t++) {
