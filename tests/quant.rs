@@ -148,7 +148,8 @@ fn gpu_matmul_reads_quantized_weights() {
         let (quant, want) = mixed_weight(&all, t);
         let cols = want.len() / n;
         let w = Weight::upload(&gpu, "w", t.gpu_type(), n, cols, &to_gpu_layout(t, &quant)).unwrap();
-        for rows in [1usize, 4, 9] {
+        // One row, the 4-row variant, the widest twice over (a partial second grid z), the prefill core.
+        for rows in [1, 4, 9, GEMV_MAX_ROWS as usize + 1] {
             let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
             let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
             let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();

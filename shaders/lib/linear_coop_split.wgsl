@@ -1,6 +1,6 @@
 enable f16;
 enable wgpu_cooperative_matrix;
-// Tensor-core matmul core for steps of few rows (Core::Split: 9 to 256 rows where the prefill
+// Tensor-core matmul core for steps of few rows (Core::Split: 17 to 256 rows where the prefill
 // core's tiles would be too few, ops/linear.rs split_runs): y[m, n] = sum_k x[m, k] * W[n, k],
 // through cooperative matrices (16x16 f16 fragments, f32 accumulation). A workgroup computes a
 // TM x TN tile with SGM x SGN x SGK subgroups: each 32 x 32 block (2 x 2 accumulators) is

@@ -13,7 +13,7 @@
 // piece; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from
 // lib/gemv_input_*; step_rows from lib/rows_of_step.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS,
-// GEMV_ROWS (the most rows a step gives this core: Core::for_rows never gives it more);
+// GEMV_ROWS (rows of x per workgroup: a step of more rows takes one z of the grid per GEMV_ROWS);
 // WG_ROWS is even.
 alias XElem = vec4<f32>;
 
@@ -36,10 +36,10 @@ var<workgroup> parts: array<vec4<f32>, SUMS * GROUPS * MAX_PARTS>;
 // The outputs of row j of this workgroup start at j * WG_ROWS.
 var<workgroup> row_sums: array<f32, WG_ROWS * GEMV_ROWS>;
 
-// Row 0 always exists, so its work never waits for the step's row count: with GEMV_ROWS = 1
-// the count is not needed at all, and otherwise the weight loads and row 0 come before it.
-fn has_row(j: u32, rows: u32) -> bool {
-    return j == 0u || j < rows;
+// Row 0 of a workgroup's rows always exists (the grid's z covers the step's rows), so its work
+// never waits for the step's row count: the weight loads and row 0 come before it.
+fn has_row(m0: u32, j: u32, rows: u32) -> bool {
+    return j == 0u || m0 + j < rows;
 }
 
 @compute @workgroup_size(WG_THREADS)
@@ -54,6 +54,9 @@ fn main(
     let lane = lid % LANES;
     let n0 = group * WG_ROWS + g * RPG;
     let rows = step_rows();
+    // Steps of more rows than the variant's: each z of the grid takes the next GEMV_ROWS rows,
+    // reading the weight again (on the H200 the copies mostly meet in L2).
+    let m0 = wg.z * GEMV_ROWS;
     var accs: array<vec4<f32>, GEMV_ROWS>;
     var ss: array<vec4<f32>, ROW_SETS>;
     let last = max(rows, 1u) - 1u;
@@ -69,7 +72,7 @@ fn main(
             // Every row the variant is built for, without a condition, so that their loads
             // issue together; rows past the step's repeat its last row and are never stored.
             for (var j = 0u; j < GEMV_ROWS; j++) {
-                let i = (min(j, last) * K + k) / 4u;
+                let i = (min(m0 + j, last) * K + k) / 4u;
                 let xr = W8(x[i], x[i + 1u]);
                 // Each row's x^2 sum is taken by one lane group (j % GROUPS), not by all.
                 if (j % GROUPS == g) {
@@ -131,8 +134,8 @@ fn main(
         let j = p / (WG_ROWS / 2u);
         let o = (p % (WG_ROWS / 2u)) * 2u;
         let n = group * WG_ROWS + o;
-        if (has_row(j, rows) && n < N) {
-            store_pair(j, n, row_sums[j * WG_ROWS + o], row_sums[j * WG_ROWS + o + 1u]);
+        if (has_row(m0, j, rows) && n < N) {
+            store_pair(m0 + j, n, row_sums[j * WG_ROWS + o], row_sums[j * WG_ROWS + o + 1u]);
         }
     }
 }

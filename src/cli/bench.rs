@@ -20,6 +20,7 @@ use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::linear::{
     BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_MAX_ROWS,
+    GEMV_WIDE_ROWS,
 };
 use crate::ops::matmul::{self, Matmul};
 use crate::ops::{Step, Weight, WeightType};
@@ -379,9 +380,10 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     Ok(())
 }
 
-/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), and both
-/// tensor-core cores from GEMV_MAX_ROWS on (where the GEMV cores stop, then where the split core
-/// does), so the crossovers can be read off: time per step, per row, and the weight's bandwidth.
+/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), both
+/// tensor-core cores from GEMV_WIDE_ROWS on and the widest GEMV variant past GEMV_MAX_ROWS (where
+/// the GEMV cores stop, then where the split core does), so the crossovers can be read off: time
+/// per step, per row, and the weight's bandwidth.
 struct StepTable {
     json: bool,
     reps: u32,
@@ -425,9 +427,12 @@ impl StepTable {
         let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                // Both tensor-core cores from the GEMV's last rows on, where they cross over.
-                let crossover = (r >= GEMV_MAX_ROWS).then_some([(r, Some(Core::Prefill)), (r, Some(Core::Split))]);
-                std::iter::once((r, None)).chain(crossover.into_iter().flatten())
+                // The cores that cross over: both tensor-core cores from the widest GEMV variant's
+                // rows on, and that variant past the rows it runs (a grid z per its rows).
+                let tensor = (r >= GEMV_WIDE_ROWS).then_some([Core::Prefill, Core::Split]);
+                let gemv = (r > GEMV_MAX_ROWS).then_some(Core::GemvBatch(GEMV_WIDE_ROWS));
+                let others = tensor.into_iter().flatten().chain(gemv).map(move |c| (r, Some(c)));
+                std::iter::once((r, None)).chain(others)
             })
             .filter(|(r, _)| self.rows.as_ref().is_none_or(|only| only.contains(r)))
             .collect();

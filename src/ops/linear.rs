@@ -1,6 +1,6 @@
 //! The core shared by every kernel that multiplies activations by a weight (matmul, qkv_rope,
 //! swiglu): GEMV variants for decode (one row; 2, 4 or 8 rows, each weight read once for all
-//! of them) and a prefill variant (the tensor-core core where the adapter has
+//! of them, 9 to 16 rows on the 8-row variant twice over) and a prefill variant (the tensor-core core where the adapter has
 //! cooperative matrices, else the tiled core), chosen per step by row count (`Core::for_rows`).
 //! On CPU adapters with 8-lane subgroups and 64-bit integers every variant of a weight of whole
 //! 32-value blocks is the rows core (lib/linear_gemv_rows) on 1 to 8 rows per workgroup.
@@ -102,7 +102,7 @@ impl GemvShape {
         let outputs = if rows >= 4 { 4 } else { 2 };
         // The 8-row variant's layer weights take smaller workgroups: 8 normalized rows of
         // 9728x896 18.9 -> 18.0 us with 64 threads, 1152x896 7.4 -> 6.7 with 128 (docs/PERF.md).
-        let eight = rows >= GEMV_MAX_ROWS;
+        let eight = rows >= GEMV_WIDE_ROWS;
         let (lanes, outputs, threads) = match () {
             _ if n >= 32768 => (16, outputs, 256),
             _ if n >= 8192 => (32, 4, if eight { 64 } else { 256 }),
@@ -195,16 +195,23 @@ impl std::fmt::Display for GemvShape {
     }
 }
 
-/// Up to this many rows (tokens) per step use a GEMV core, which reads each weight once for all
-/// of them (llama.cpp's vector kernels also stop at 8 rows); more use the prefill core.
-pub const GEMV_MAX_ROWS: u32 = 8;
+/// The rows of x of the widest GEMV variant, which reads each weight once for all of them
+/// (llama.cpp's vector kernels also stop at 8 rows).
+pub const GEMV_WIDE_ROWS: u32 = 8;
+
+/// Up to this many rows (tokens) per step use a GEMV core; more use the prefill core. Past
+/// GEMV_WIDE_ROWS the widest variant runs one grid z per GEMV_WIDE_ROWS rows, each reading the
+/// weight again: on the H200, 16 normalized rows of 896x4864 took 20.5 us against 44.0 on the
+/// split core, 9728x896 26.0 against 32.3 (B=16 of the batch sweep 4,653 -> 6,760 tok/s); at 32
+/// rows 9728x896 took 45.1 against 33.2 (docs/PERF.md).
+pub const GEMV_MAX_ROWS: u32 = 2 * GEMV_WIDE_ROWS;
 
 /// The rows each variant of the batched GEMV core is built for; a step runs the smallest that
 /// holds its rows. A variant handles every one of its rows without a condition on the step's
 /// count (rows past it repeat the last row, and are never stored), so the loads of all rows
 /// issue together: on the H200 a 2-row step of the 2-row variant took 26 us per layer against 37
 /// in the 8-row core with per-row conditions (docs/PERF.md).
-pub const GEMV_BATCH_ROWS: [u32; 3] = [2, 4, GEMV_MAX_ROWS];
+pub const GEMV_BATCH_ROWS: [u32; 3] = [2, 4, GEMV_WIDE_ROWS];
 
 /// Which core of a linear kernel runs a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,12 +220,12 @@ pub enum Core {
     /// count, nor keeps sums for rows that do not exist.
     Gemv,
     /// The GEMV core built for this many rows (one of GEMV_BATCH_ROWS): steps of 2 to that many
-    /// rows (batched decode).
+    /// rows (batched decode), or to GEMV_MAX_ROWS on the widest.
     GemvBatch(u32),
     /// The tensor-core, tiled or (CPU adapters) rows core: more rows (prefill, large batches).
     Prefill,
     /// The tensor-core core with narrower tiles and k split over more subgroups: more
-    /// workgroups, each with a shorter loop, for steps of 9 to 256 rows on weights of fewer than
+    /// workgroups, each with a shorter loop, for steps of 17 to 256 rows on weights of fewer than
     /// SPLIT_MAX_N outputs where the prefill tiles would leave most of the GPU idle
     /// (`LinearKernels::core_for` chooses it by `split_runs` where the adapter has tensor cores).
     Split,
@@ -249,7 +256,10 @@ impl Core {
     pub fn for_rows(rows: u32) -> Core {
         match rows {
             0 | 1 => Core::Gemv,
-            r => GEMV_BATCH_ROWS.into_iter().find(|&b| r <= b).map_or(Core::Prefill, Core::GemvBatch),
+            r if r <= GEMV_MAX_ROWS => {
+                Core::GemvBatch(GEMV_BATCH_ROWS.into_iter().find(|&b| r <= b).unwrap_or(GEMV_WIDE_ROWS))
+            }
+            _ => Core::Prefill,
         }
     }
 }

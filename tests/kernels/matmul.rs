@@ -5,7 +5,7 @@ use wginfer::model::quant::to_gpu_layout;
 use wginfer::model::tensor::DType;
 use wginfer::ops::linear::{
     BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_BATCH_ROWS,
-    GEMV_MAX_ROWS,
+    GEMV_MAX_ROWS, GEMV_WIDE_ROWS,
 };
 use wginfer::ops::matmul::{self, Matmul};
 use wginfer::ops::{Step, Weight, WeightType};
@@ -93,7 +93,10 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
     let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, &w.single().unwrap().buffer, &yb], input_norm).unwrap();
     let input = if norm { rmsnorm_ref(&x, &gamma, eps) } else { x.clone() };
     let product = matmul_ref(&input, &w_host, max_rows, k, n);
-    for rows in 1..=max_rows {
+    // Every variant's rows, the widest twice over (a partial second grid z, then whole), and the
+    // first row count past the GEMV cores.
+    let widest = GEMV_WIDE_ROWS as usize;
+    for rows in (1..=widest + 1).chain([max_rows - 1, max_rows]) {
         Step { n_tokens: rows as u32, n_out: 1, pad: [0; 2] }.write(gpu, &sb);
         gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
         gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
@@ -158,7 +161,7 @@ fn few_rows_on_whole_fragments_match_cpu() {
     // adapter has tensor cores (a long k, a partial last tile of outputs), f16 weights read as
     // they lie and Q8_0 dequantized through workgroup memory.
     for ty in [WeightType::F16, WeightType::Q8_0] {
-        for rows in [9, 33, 64, 200] {
+        for rows in [GEMV_MAX_ROWS as usize + 1, 33, 64, 200] {
             check(gpu(), ty, rows, 2080, 80, rows == 33);
         }
     }
