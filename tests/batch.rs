@@ -224,3 +224,40 @@ fn background_prompts_advance_in_small_chunks_beside_interactive_streams() {
     // 200 tokens in chunks of 32: seven steps beside the interactive stream.
     assert_eq!(steps_beside, 7);
 }
+
+#[test]
+fn a_step_running_an_interactive_prompt_runs_no_background_rows() {
+    // A background request decodes when an interactive prompt arrives: the step that runs the
+    // prompt holds its rows only (the background row waits a step, its next token then fed
+    // from the host, not on the GPU), and both get the ids they get alone.
+    let g = golden("qwen2-f32");
+    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let (document, chat) = (longest[..6].to_vec(), longest[..20].to_vec());
+    let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
+    let want = [alone(&mut e, &document, 30), alone(&mut e, &chat, 8)];
+    let mut b = Batcher::new(&mut e, BatchOptions::default());
+    b.submit(SeqRequest { priority: Priority::Background, ..seq_request(0, &document, 30) });
+    let mut got: [Vec<u32>; 2] = Default::default();
+    let mut rows = Vec::new();
+    for step in 0..1_000 {
+        if step == 5 {
+            b.submit(seq_request(1, &chat, 8));
+        }
+        let events = b.step(&mut e).unwrap();
+        rows.push(b.last_rows);
+        for ev in events {
+            match ev {
+                SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
+                SeqEvent::Finished(_) => {}
+                SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
+            }
+        }
+        if b.is_idle() {
+            break;
+        }
+    }
+    assert!(b.is_idle(), "the batch never finished");
+    assert_eq!(got, want);
+    // The background prompt, its decode rows, the interactive prompt alone, then both decode.
+    assert_eq!(rows[..8], [6, 1, 1, 1, 1, 20, 2, 2], "rows per step");
+}

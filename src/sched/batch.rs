@@ -2,7 +2,7 @@
 //! tokens, in each step. Every step takes the decode token of each running sequence and chunks
 //! of the prompts being admitted, up to a token budget; sequences join and leave at every step.
 //! Interactive sequences are admitted first and planned first; background ones fill what is
-//! left (their prompt chunks only in steps without an interactive prompt), and one waiting
+//! left (none of their rows in a step that runs an interactive prompt), and one waiting
 //! longer than the aging limit is admitted as if interactive. When the
 //! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
 //! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
@@ -188,8 +188,8 @@ impl Batcher {
         }
         let kv = engine.forward.kv.opts;
         let (mut ids, mut rows) = (Vec::new(), Vec::new());
-        // (output, request and preemptions, continues after its token), in part order.
-        let mut outs: Vec<(Out, (u64, usize), bool)> = Vec::new();
+        // (output, request and preemptions, continues after its token, priority), in part order.
+        let mut outs: Vec<(Out, (u64, usize), bool, Priority)> = Vec::new();
         for (k, p) in parts.iter().enumerate() {
             let seq = &self.running[p.seq];
             let from = seq.kv.len() as usize;
@@ -207,11 +207,12 @@ impl Batcher {
                 let more = known + 1 < seq.req.max_tokens
                     && (kv.sliding_window || seq.req.prompt_ids.len() + known + 1 < kv.context as usize);
                 let who = (seq.req.id, seq.stats.preemptions);
-                outs.push((Out { row: rows.len() as u32 - 1, choice }, who, more));
+                outs.push((Out { row: rows.len() as u32 - 1, choice }, who, more, seq.req.priority));
             }
         }
-        // Sequences that go on come first: their ids feed the next step's first rows.
-        outs.sort_by_key(|&(_, _, more)| !more);
+        // Sequences that go on come first: their ids feed the next step's first rows; of those,
+        // interactive ones first, so a step can take them and leave the background ones out.
+        outs.sort_by_key(|&(_, _, more, priority)| (!more, priority));
         let chosen = parts.iter().filter(|p| p.chosen).count() as u32;
         let seqs: Vec<PlanSeq> =
             parts.iter().map(|p| PlanSeq { kv_lo: p.place.kv_lo, blocks: &self.running[p.seq].kv.blocks }).collect();
@@ -383,13 +384,20 @@ impl Batcher {
         let mut parts: Vec<Part> = Vec::new();
         // First the sequences going on from the step in flight, in its output order, as long
         // as each has its row: their ids come from that step on the GPU, outputs 0, 1, ...
+        // A step that runs an interactive prompt runs no background rows: where a step's time
+        // grows with its rows (lavapipe) they would lengthen the time to first token. They wait
+        // a step, their next token fed from the host.
+        let interactive_prompt =
+            self.running.iter().any(|s| s.req.priority == Priority::Interactive && s.awaiting == 0 && s.pending() > 1);
+        let sits_out = |s: &Sequence| interactive_prompt && s.req.priority == Priority::Background;
         let continuing = self.in_flight.as_ref().map_or(&[][..], |t| &t.outs[..t.continuing]);
         for &(request, epoch) in continuing {
             let i = self
                 .running
                 .iter()
                 .position(|s| s.req.id == request && s.stats.preemptions == epoch && s.awaiting == 1);
-            let Some(i) = i else { break };
+            // Interactive outputs come first (`submit_next`): the rest sit out together.
+            let Some(i) = i.filter(|&i| !sits_out(&self.running[i])) else { break };
             let Some(place) = kv.grow(&mut self.running[i].kv, 1).ok().filter(|_| budget > 0) else { break };
             parts.push(Part { seq: i, rows: 1, place, chosen: true });
             budget -= 1;
@@ -405,6 +413,9 @@ impl Batcher {
                 continue;
             }
             let seq = &self.running[i];
+            if sits_out(seq) {
+                continue;
+            }
             let background_chunk = seq.req.priority == Priority::Background && seq.pending() > 1;
             let mut rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
             if background_chunk {
@@ -419,10 +430,6 @@ impl Batcher {
                     budget -= rows;
                     if background_chunk {
                         background_prompt -= rows;
-                    } else if rows > 1 {
-                        // A step running an interactive prompt takes no background prompt
-                        // chunk: it would lengthen the step, and so the time to first token.
-                        background_prompt = 0;
                     }
                     break;
                 }
