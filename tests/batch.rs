@@ -61,6 +61,12 @@ fn run_batch(
 }
 
 /// The ids of `prompt` run alone through the single-stream path.
+/// The longest prompt of the qwen2-f32 goldens (hundreds of tokens), to cut prompts from.
+fn longest_prompt() -> Vec<u32> {
+    let g = golden("qwen2-f32");
+    g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap()
+}
+
 fn alone(e: &mut Engine, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
     e.reset();
     let req =
@@ -120,8 +126,7 @@ fn batched_greedy_ids_equal_each_prompt_alone() {
 #[test]
 fn a_dry_pool_preempts_and_everyone_still_gets_their_ids() {
     // Four sequences of 40 + 40 tokens need 5 blocks of 16 each; the pool has 12.
-    let g = golden("qwen2-f32");
-    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let longest = longest_prompt();
     let prompts: Vec<Vec<u32>> = (0..4).map(|i| longest[i * 50..i * 50 + 40].to_vec()).collect();
     let mut e = engine(&fixture("qwen2-f32"), paged(4, Some(12)));
     let want: Vec<Vec<u32>> = prompts.iter().map(|p| alone(&mut e, p, 40)).collect();
@@ -173,8 +178,7 @@ fn many_requests_with_cancellations_give_all_memory_back() {
 fn a_shared_prefix_runs_once() {
     // Two prompts whose first 64 tokens (4 blocks) are the same; the second arrives once the
     // first has run them, takes those blocks, and runs only its own 15 tokens.
-    let g = golden("qwen2-f32");
-    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let longest = longest_prompt();
     let a: Vec<u32> = longest[..64].iter().chain(&longest[100..110]).copied().collect();
     let b: Vec<u32> = longest[..64].iter().chain(&longest[200..215]).copied().collect();
     let mut e = engine(&fixture("qwen2-f32"), paged(4, None));
@@ -191,8 +195,7 @@ fn background_prompts_advance_in_small_chunks_beside_interactive_streams() {
     // An interactive stream decodes while a background request's 200-token prompt arrives: every
     // step holds the interactive row and at most background_prompt_tokens of that prompt, the
     // prompt still advances, and both get the ids they get alone.
-    let g = golden("qwen2-f32");
-    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let longest = longest_prompt();
     let (chat, document) = (longest[..8].to_vec(), longest[..200].to_vec());
     let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
     let want = [alone(&mut e, &chat, 30), alone(&mut e, &document, 4)];
@@ -230,8 +233,7 @@ fn a_step_running_an_interactive_prompt_runs_no_background_rows() {
     // A background request decodes when an interactive prompt arrives: the step that runs the
     // prompt holds its rows only (the background row waits a step, its next token then fed
     // from the host, not on the GPU), and both get the ids they get alone.
-    let g = golden("qwen2-f32");
-    let longest = g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap();
+    let longest = longest_prompt();
     let (document, chat) = (longest[..6].to_vec(), longest[..20].to_vec());
     let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
     let want = [alone(&mut e, &document, 30), alone(&mut e, &chat, 8)];
