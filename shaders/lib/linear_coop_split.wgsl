@@ -4,9 +4,14 @@ enable wgpu_cooperative_matrix;
 // core's tiles would be too few, ops/linear.rs split_runs): y[m, n] = sum_k x[m, k] * W[n, k],
 // through cooperative matrices (16x16 f16 fragments, f32 accumulation). A workgroup computes a
 // TM x TN tile with SGM x SGN x SGK subgroups: each 32 x 32 block (2 x 2 accumulators) is
-// shared by SGK subgroups taking every SGK-th 16-wide step of k (split-K, so weights with few
-// rows still give every SM enough subgroups to hide load latency), whose sums meet in workgroup
+// shared by SGK subgroups taking every SGK-th 16-wide step of k, whose sums meet in workgroup
 // memory.
+// k is split once more over the grid's z (split-K across workgroups, ops/linear.rs split_k):
+// with few tiles a workgroup's loop is a chain of dependent loads (~0.9 us per step on the
+// H200), so a weight of few outputs and long rows spreads its k slices (TK wide) over more
+// workgroups. Each publishes its tile's sums through atomics, and the last of a tile to finish
+// adds them in split order (the same storageBarrier assumption as shaders/argmax.wgsl) and
+// stores them; it then resets the tile's counter, so the counters are 0 between dispatches.
 // Fragments load straight from storage (x as f16 rows from ops/input_f16): with so few rows,
 // staging them through workgroup memory as lib/linear_coop does made these steps slower on
 // the H200 (896x4864 at 8 to 64 rows: 84 us against 43, docs/PERF.md). B fragments come from
@@ -16,16 +21,25 @@ enable wgpu_cooperative_matrix;
 // Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_b_*:
 // W_STAGED, stage_w, b_fragment; step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), TM = 32 * SGM,
 // TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG (the subgroup size),
-// WG_THREADS = SGM * SGN * SGK * SG.
+// WG_THREADS = SGM * SGN * SGK * SG, SPLIT_COUNTERS (the tile counters before the sums).
 // x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
 alias XElem = f16;
 
 const BLOCKS: u32 = TM / 32u * SGN;
 
+// No other workgroup variable: one declared beside it (a u32) shifted the NVIDIA driver's
+// coopStoreT into it by a value (every output read its neighbour's sum), so a split's arrival
+// count passes through tile[0].
 var<workgroup> tile: array<f32, SGK * TM * TN>;
+// A counter per tile (SPLIT_COUNTERS of them), then each (tile, split)'s TM x TN sums (f32 bits).
+@group(0) @binding(14) var<storage, read_write> split_sums: array<atomic<u32>>;
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
     let rows = step_rows();
@@ -35,12 +49,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let ks = sg / BLOCKS;
     let bm = (block / SGN) * 32u;
     let bn = (block % SGN) * 32u;
+    // This workgroup's k slices: an even share of them.
+    let slices = (K + TK - 1u) / TK;
+    let k_lo = wg.z * slices / groups.z * TK;
+    let k_hi = min((wg.z + 1u) * slices / groups.z * TK, K);
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();
     var c11 = coop_mat16x16<f32, C>();
     if (W_STAGED) {
-        for (var k0 = 0u; k0 < K; k0 += TK) {
+        for (var k0 = k_lo; k0 < k_hi; k0 += TK) {
             stage_w(tid, n0, k0);
             workgroupBarrier();
             for (var kk = ks * 16u; kk < min(TK, K - k0); kk += SGK * 16u) {
@@ -65,14 +83,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         // (a latency-bound loop otherwise: 896x4864 at 8 rows took 139 us against 78 on the
         // H200, prefill 512 gained 4%). The last step's prefetch rereads the last fragments.
         let stride = K;
-        let k_first = min(ks * 16u, K - 16u);
+        let k_first = min(k_lo + ks * 16u, K - 16u);
         let i0 = (m0 + bm) * K + k_first;
         let i1 = i0 + 16u * K;
         var a0 = coopLoadT<coop_mat16x16<f16, A>>(&x[i0], stride);
         var a1 = coopLoadT<coop_mat16x16<f16, A>>(&x[i1], stride);
         var b0 = b_fragment(bn, n0, 0u, k_first);
         var b1 = b_fragment(bn + 16u, n0, 0u, k_first);
-        for (var k = ks * 16u; k < K; k += SGK * 16u) {
+        for (var k = k_lo + ks * 16u; k < k_hi; k += SGK * 16u) {
             let kn = min(k + SGK * 16u, K - 16u);
             let ia0 = (m0 + bm) * K + kn;
             let ia1 = ia0 + 16u * K;
@@ -104,16 +122,57 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     coopStoreT(r10, &tile[o10], stride);
     coopStoreT(r11, &tile[o11], stride);
     workgroupBarrier();
+    let splits = groups.z;
+    let sums = SPLIT_COUNTERS + (wg.y * groups.x + wg.x) * splits * TM * TN;
+    if (splits > 1u) {
+        for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
+            let t = (i / (TN / 2u)) * TN + (i % (TN / 2u)) * 2u;
+            let v = tile_sum(t);
+            let own = sums + wg.z * TM * TN + t;
+            atomicStore(&split_sums[own], bitcast<u32>(v.x));
+            atomicStore(&split_sums[own + 1u], bitcast<u32>(v.y));
+        }
+        storageBarrier();
+        workgroupBarrier(); // every thread has read its sums from the tile
+        if (tid == 0u) {
+            tile[0] = f32(atomicAdd(&split_sums[wg.y * groups.x + wg.x], 1u));
+        }
+        if (u32(workgroupUniformLoad(&tile[0])) != splits - 1u) {
+            return;
+        }
+        storageBarrier();
+    }
     for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
         let m = i / (TN / 2u);
         let n = (i % (TN / 2u)) * 2u;
         if (m0 + m < rows && n0 + n < N) {
+            let t = m * TN + n;
             var v = vec2<f32>(0.0);
-            for (var s = 0u; s < SGK; s++) {
-                let t = s * TM * TN + m * TN + n;
-                v += vec2<f32>(tile[t], tile[t + 1u]);
+            if (splits == 1u) {
+                v = tile_sum(t);
+            } else {
+                for (var s = 0u; s < splits; s++) {
+                    let p = sums + s * TM * TN + t;
+                    v += vec2<f32>(
+                        bitcast<f32>(atomicLoad(&split_sums[p])),
+                        bitcast<f32>(atomicLoad(&split_sums[p + 1u])),
+                    );
+                }
             }
             store_pair(m0 + m, n0 + n, v.x, v.y);
         }
     }
+    if (splits > 1u && tid == 0u) {
+        atomicStore(&split_sums[wg.y * groups.x + wg.x], 0u);
+    }
+}
+
+// The k shares' sums of the output pair at t (= m * TN + n) of this workgroup's tile.
+fn tile_sum(t: u32) -> vec2<f32> {
+    var v = vec2<f32>(0.0);
+    for (var s = 0u; s < SGK; s++) {
+        let i = s * TM * TN + t;
+        v += vec2<f32>(tile[i], tile[i + 1u]);
+    }
+    return v;
 }

@@ -243,6 +243,55 @@ const SPLIT_ALWAYS_ROWS: u32 = 32;
 const SPLIT_BELOW_WORKGROUPS: u32 = 128;
 const SPLIT_MAX_ROWS: u32 = 256;
 
+/// `Core::Split` spreads a step's k slices over the grid's z until its tiles and splits make
+/// about this many workgroups (2 per SM of the H200), on weights whose rows hold at least
+/// SPLIT_K_MIN_SLICES slices per split: with few tiles each workgroup's loop is a chain of
+/// dependent loads, while every split adds its tile's sums through atomics. On the H200 the
+/// 896x4864 weight at 16 / 32 / 64 rows took 24.1 / 26.1 / 32.6 us against 42.3 / 42.6 / 42.2
+/// (9, 9, 4 splits), 2048x8192 at 16 / 32 rows 46.7 / 47.7 against 66.3 / 67.2; two splits
+/// (896x4864 at 128 rows) 47.7 against 42.3, aiming for 528 workgroups 896x4864 at 16 rows
+/// 33.1, and splitting the 896-column weights made them slower (896x896 at 8 rows 13.7 -> 15.1
+/// us; docs/PERF.md). `WGINFER_SPLIT_K` = n replaces the count (1: no split).
+const SPLIT_K_WORKGROUPS: u32 = 264;
+const SPLIT_K_MIN_SLICES: u32 = 4;
+const SPLIT_K_MIN_SPLITS: u32 = 3;
+
+fn split_k_workgroups() -> u32 {
+    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        shape_knob("WGINFER_SPLIT_K", "a workgroup count", |n| n.first().copied().filter(|&w| w > 0))
+            .unwrap_or(SPLIT_K_WORKGROUPS)
+    })
+}
+
+/// The tile counters at the start of `Core::Split`'s sums buffer: one per output tile of the
+/// largest step it runs.
+fn split_counters() -> u32 {
+    let (tm, tn) = coop_split().tile();
+    groups(SPLIT_MAX_N, tn) * groups(SPLIT_MAX_ROWS, tm)
+}
+
+/// How many workgroups share the k of each `Core::Split` tile of a `[n, k]` weight at `rows`
+/// rows: enough for about `split_k_workgroups()` in all, each with SPLIT_K_MIN_SLICES k slices
+/// or more, and none below SPLIT_K_MIN_SPLITS. Past one split, tiles x splits never exceeds
+/// that count, which sizes the sums buffer.
+fn split_k(n: u32, k: u32, rows: u32) -> u32 {
+    let (tm, tn) = coop_split().tile();
+    let tiles = groups(n, tn) * groups(rows, tm);
+    let splits = (split_k_workgroups() / tiles).min(groups(k, coop_split().tk) / SPLIT_K_MIN_SLICES);
+    if splits < SPLIT_K_MIN_SPLITS {
+        1
+    } else {
+        splits
+    }
+}
+
+/// Bytes of `Core::Split`'s counters and sums (binding 14).
+fn split_sums_bytes() -> u64 {
+    let (tm, tn) = coop_split().tile();
+    4 * (u64::from(split_counters()) + u64::from(split_k_workgroups()) * u64::from(tm * tn))
+}
+
 /// Whether a step of `rows` rows (past the GEMV cores) of a weight of `n` outputs runs on
 /// `Core::Split` rather than the prefill core, where it has both.
 fn split_runs(n: u32, rows: u32) -> bool {
@@ -594,7 +643,8 @@ pub fn sources(
             .u32("SGM", c.sgm)
             .u32("SGN", c.sgn)
             .u32("SGK", c.sgk)
-            .u32("WG_THREADS", c.subgroups() * sg);
+            .u32("WG_THREADS", c.subgroups() * sg)
+            .u32("SPLIT_COUNTERS", split_counters());
         // f16 weights are read as they lie; other types are dequantized on the way.
         let (w_f16, w_other, core) = match c.staged {
             true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop"),
@@ -700,8 +750,9 @@ impl LinearKernels {
             Core::GemvBatch(built) => self.grids.1[batch_variant(built, rows)],
             Core::Prefill => self.grids.2,
             Core::Split => {
-                let (rows, cols) = coop_split().tile();
-                Grid::Tiles { rows, cols }
+                let (tile_rows, cols) = coop_split().tile();
+                let [x, y, _] = Grid::Tiles { rows: tile_rows, cols }.workgroups(self.n, rows);
+                return [x, y, split_k(self.n, self.k, rows)];
             }
         };
         grid.workgroups(self.n, rows)
@@ -753,7 +804,13 @@ impl BoundLinear {
                 let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
                 let mut coop_entries = entries.clone();
                 coop_entries[1].1 = &x16;
-                let split = kernels.split.as_ref().map(|k| k.bind_at(gpu, &coop_entries));
+                let split = match &kernels.split {
+                    Some(k) => {
+                        let sums = gpu.scratch("split_sums", split_sums_bytes())?;
+                        Some(k.bind_at(gpu, &[&coop_entries[..], &[(14, &sums)]].concat()))
+                    }
+                    None => None,
+                };
                 (kernels.prefill.bind_at(gpu, &coop_entries), split, Some(input))
             }
         };
