@@ -586,7 +586,7 @@ impl GemvBench {
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));
-        if core == Core::Split && ops[0].core_for(GEMV_MAX_ROWS + 1) != Core::Split {
+        if core == Core::Split && !ops[0].has_split() {
             return Ok(None);
         }
         let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {

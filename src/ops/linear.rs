@@ -827,6 +827,12 @@ impl BoundLinear {
         self.kernels.core_for(rows)
     }
 
+    /// This kernel has `Core::Split` (tensor cores, and a weight of whole fragments under
+    /// SPLIT_MAX_N outputs).
+    pub fn has_split(&self) -> bool {
+        self.split.is_some()
+    }
+
     /// Records `core` on `rows` rows (benchmarks compare the cores at the same rows; a GEMV
     /// core takes at most as many rows as it is built for).
     pub fn record_core(&self, pass: &mut wgpu::ComputePass<'_>, core: Core, rows: u32) {
