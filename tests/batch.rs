@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use support::{fixture, golden, ids, seq_request};
 use wginfer::engine::{Engine, EngineOptions, Finish, Request};
@@ -60,13 +61,13 @@ fn run_batch(
     ((0..prompts.len() as u64).map(|i| out.remove(&i).unwrap_or_default()).collect(), stats, b.metrics.rows)
 }
 
-/// The ids of `prompt` run alone through the single-stream path.
 /// The longest prompt of the qwen2-f32 goldens (hundreds of tokens), to cut prompts from.
 fn longest_prompt() -> Vec<u32> {
     let g = golden("qwen2-f32");
     g["cases"].as_array().unwrap().iter().map(|c| ids(&c["prompt_ids"])).max_by_key(Vec::len).unwrap()
 }
 
+/// The ids of `prompt` run alone through the single-stream path.
 fn alone(e: &mut Engine, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
     e.reset();
     let req =
@@ -233,11 +234,27 @@ fn a_step_running_an_interactive_prompt_runs_no_background_rows() {
     // A background request decodes when an interactive prompt arrives: the step that runs the
     // prompt holds its rows only (the background row waits a step, its next token then fed
     // from the host, not on the GPU), and both get the ids they get alone.
+    let rows = background_beside_an_interactive_prompt(BatchOptions::default());
+    // The background prompt, its decode rows, the interactive prompt alone, then both decode.
+    assert_eq!(rows[..8], [6, 1, 1, 1, 1, 20, 2, 2], "rows per step");
+}
+
+#[test]
+fn a_background_request_waiting_past_the_aging_limit_keeps_its_rows() {
+    // A background request that has waited past the aging limit for a token keeps its rows: a
+    // stream of interactive prompts cannot hold its decode back.
+    let rows = background_beside_an_interactive_prompt(BatchOptions { aging: Duration::ZERO, ..Default::default() });
+    assert_eq!(rows[..8], [6, 1, 1, 1, 1, 21, 2, 2], "rows per step");
+}
+
+/// Rows per step of a background request (a 6-token prompt, 30 tokens) with an interactive one
+/// (20 tokens, 8) arriving at its fifth step; both must get the ids they get alone.
+fn background_beside_an_interactive_prompt(opts: BatchOptions) -> Vec<u32> {
     let longest = longest_prompt();
     let (document, chat) = (longest[..6].to_vec(), longest[..20].to_vec());
     let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
     let want = [alone(&mut e, &document, 30), alone(&mut e, &chat, 8)];
-    let mut b = Batcher::new(&mut e, BatchOptions::default());
+    let mut b = Batcher::new(&mut e, opts);
     b.submit(SeqRequest { priority: Priority::Background, ..seq_request(0, &document, 30) });
     let mut got: [Vec<u32>; 2] = Default::default();
     let mut rows = Vec::new();
@@ -260,6 +277,5 @@ fn a_step_running_an_interactive_prompt_runs_no_background_rows() {
     }
     assert!(b.is_idle(), "the batch never finished");
     assert_eq!(got, want);
-    // The background prompt, its decode rows, the interactive prompt alone, then both decode.
-    assert_eq!(rows[..8], [6, 1, 1, 1, 1, 20, 2, 2], "rows per step");
+    rows
 }

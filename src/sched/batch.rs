@@ -2,8 +2,9 @@
 //! tokens, in each step. Every step takes the decode token of each running sequence and chunks
 //! of the prompts being admitted, up to a token budget; sequences join and leave at every step.
 //! Interactive sequences are admitted first and planned first; background ones fill what is
-//! left (none of their rows in a step that runs an interactive prompt), and one waiting
-//! longer than the aging limit is admitted as if interactive. When the
+//! left (none of their rows in a step that runs an interactive prompt, unless the sequence has
+//! waited past the aging limit for a token), and one waiting longer than the aging limit since
+//! it arrived is admitted as if interactive. When the
 //! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
 //! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
 //! plan this builds (`Forward::submit`); what decides and what runs stay apart.
@@ -187,6 +188,7 @@ impl Batcher {
             return Ok(None);
         }
         let kv = engine.forward.kv.opts;
+        let now = Instant::now();
         let (mut ids, mut rows) = (Vec::new(), Vec::new());
         // (output, request and preemptions, continues after its token, priority), in part order.
         let mut outs: Vec<(Out, (u64, usize), bool, Priority)> = Vec::new();
@@ -207,11 +209,17 @@ impl Batcher {
                 let more = known + 1 < seq.req.max_tokens
                     && (kv.sliding_window || seq.req.prompt_ids.len() + known + 1 < kv.context as usize);
                 let who = (seq.req.id, seq.stats.preemptions);
-                outs.push((Out { row: rows.len() as u32 - 1, choice }, who, more, seq.req.priority));
+                outs.push((
+                    Out { row: rows.len() as u32 - 1, choice },
+                    who,
+                    more,
+                    token_urgency(seq, now, self.opts.aging),
+                ));
             }
         }
         // Sequences that go on come first: their ids feed the next step's first rows; of those,
-        // interactive ones first, so a step can take them and leave the background ones out.
+        // interactive (and long-waiting) ones first, so a step can take them and leave the others
+        // out.
         outs.sort_by_key(|&(_, _, more, priority)| (!more, priority));
         let chosen = parts.iter().filter(|p| p.chosen).count() as u32;
         let seqs: Vec<PlanSeq> =
@@ -305,8 +313,7 @@ impl Batcher {
     /// Urgency for admission: interactive first, and background after waiting past the aging
     /// limit; then the oldest.
     fn admission_key(&self, s: &Sequence, now: Instant) -> (Priority, Instant) {
-        let aged = now.saturating_duration_since(s.arrived) >= self.opts.aging;
-        (if aged { Priority::Interactive } else { s.req.priority }, s.arrived)
+        (urgency(s, s.arrived, now, self.opts.aging), s.arrived)
     }
 
     /// Why a request cannot run at all, if it cannot.
@@ -387,9 +394,12 @@ impl Batcher {
         // A step that runs an interactive prompt runs no background rows: where a step's time
         // grows with its rows (lavapipe) they would lengthen the time to first token. They wait
         // a step, their next token fed from the host.
+        // A background sequence that has waited past the aging limit for a token keeps its rows,
+        // so a stream of interactive prompts cannot hold it back for good.
         let interactive_prompt =
             self.running.iter().any(|s| s.req.priority == Priority::Interactive && s.awaiting == 0 && s.pending() > 1);
-        let sits_out = |s: &Sequence| interactive_prompt && s.req.priority == Priority::Background;
+        let (now, aging) = (Instant::now(), self.opts.aging);
+        let sits_out = |s: &Sequence| interactive_prompt && token_urgency(s, now, aging) == Priority::Background;
         let continuing = self.in_flight.as_ref().map_or(&[][..], |t| &t.outs[..t.continuing]);
         for &(request, epoch) in continuing {
             let i = self
@@ -474,5 +484,21 @@ impl Batcher {
             }
         }
         parts
+    }
+}
+
+/// A running sequence's priority for its rows: interactive once it has waited past `aging` for
+/// a token (since its last one, or since it arrived).
+fn token_urgency(s: &Sequence, now: Instant, aging: Duration) -> Priority {
+    urgency(s, s.last_token.unwrap_or(s.arrived), now, aging)
+}
+
+/// A sequence's priority, interactive once it has waited past `aging` since `since`.
+fn urgency(s: &Sequence, since: Instant, now: Instant, aging: Duration) -> Priority {
+    let aged = now.saturating_duration_since(since) >= aging;
+    if aged {
+        Priority::Interactive
+    } else {
+        s.req.priority
     }
 }
