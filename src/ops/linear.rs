@@ -643,12 +643,14 @@ pub fn sources(
             .u32("SGM", c.sgm)
             .u32("SGN", c.sgn)
             .u32("SGK", c.sgk)
-            .u32("WG_THREADS", c.subgroups() * sg)
-            .u32("SPLIT_COUNTERS", split_counters());
+            .u32("WG_THREADS", c.subgroups() * sg);
         // f16 weights are read as they lie; other types are dequantized on the way.
-        let (w_f16, w_other, core) = match c.staged {
-            true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop"),
-            false => ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split"),
+        let (w_f16, w_other, core, d) = match c.staged {
+            true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop", d),
+            false => {
+                let d = d.u32("SPLIT_COUNTERS", split_counters());
+                ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split", d)
+            }
         };
         let pieces = match weight {
             WeightType::F16 => vec![w_f16, "lib/rows_of_step", core],
