@@ -16,16 +16,6 @@ fn dot8(a: W8, b: W8) -> f32 {
     return dot(a.lo, b.lo) + dot(a.hi, b.hi);
 }
 
-// Thirty-two consecutive values of x and their sum: one block of the 32-value quantized types
-// (lib/linear_gemv_rows' unit of work).
-struct X32 {
-    v0: W8,
-    v1: W8,
-    v2: W8,
-    v3: W8,
-    sum: f32,
-}
-
 // A 32-value block of a weight row as d * q + m, q its quants as values (d = 1, m = 0 for types
 // read value by value): what the weight pieces' w_block32 gives lib/linear_gemv_rows, which
 // takes it apart once and multiplies it with several rows of x.
@@ -38,9 +28,22 @@ struct W32 {
     m: f32,
 }
 
-// sum_i W[i] * x[i] over a block.
-fn w32_dot(w: W32, x: X32) -> f32 {
-    return w.d * (dot8(w.q0, x.v0) + dot8(w.q1, x.v1) + dot8(w.q2, x.v2) + dot8(w.q3, x.v3)) + w.m * x.sum;
+// Values 8i .. 8i + 7 of the block's quants (i a constant once the caller's loop unrolls).
+fn w32_part(w: W32, i: u32) -> W8 {
+    switch i {
+        case 0u: {
+            return w.q0;
+        }
+        case 1u: {
+            return w.q1;
+        }
+        case 2u: {
+            return w.q2;
+        }
+        default: {
+            return w.q3;
+        }
+    }
 }
 
 // The four low (shift 0) or high (shift 4) nibbles of the bytes of q, as values.

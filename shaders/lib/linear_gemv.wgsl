@@ -14,6 +14,10 @@
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 
+fn x_vec4(e: XElem) -> vec4<f32> {
+    return e;
+}
+
 const GROUPS: u32 = WG_THREADS / LANES;
 const WG_ROWS: u32 = GROUPS * RPG;
 const STRIDE: u32 = LANES * 8u;

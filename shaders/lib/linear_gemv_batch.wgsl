@@ -17,6 +17,10 @@
 // WG_ROWS is even.
 alias XElem = vec4<f32>;
 
+fn x_vec4(e: XElem) -> vec4<f32> {
+    return e;
+}
+
 const GROUPS: u32 = WG_THREADS / LANES;
 const WG_ROWS: u32 = GROUPS * RPG;
 const STRIDE: u32 = LANES * 8u;
