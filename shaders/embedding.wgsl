@@ -2,7 +2,8 @@
 // sqrt(hidden), else 1); each workgroup copies a batch of WG_THREADS vec4s, which spans several
 // ids. A table split into row ranges (binding limits) is gathered by one dispatch per part: ids
 // outside [ROW_LO, ROW_HI) are skipped.
-// Constants: D, ROW_LO, ROW_HI, WG_THREADS, SCALE.
+// Rows are read through lib/weight_rows' w_elem (a table tied to the LM head takes its layout).
+// Constants: D, ROW_LO, ROW_HI, WG_THREADS, SCALE; K (= D), N (ROW_HI - ROW_LO), W_GROUP_ROWS.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
@@ -17,6 +18,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let id = ids[t];
     if (id >= ROW_LO && id < ROW_HI) {
-        x[i] = w_load4((id - ROW_LO) * D + (i % (D / 4u)) * 4u) * SCALE;
+        x[i] = w_load4(w_elem(id - ROW_LO, (i % (D / 4u)) * 4u)) * SCALE;
     }
 }

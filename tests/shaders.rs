@@ -8,6 +8,7 @@ use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
 use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::swiglu::GateUpRows;
+use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{
     argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qk_norm,
     qkv_rope, rmsnorm, sample, swiglu, WeightType,
@@ -50,15 +51,19 @@ fn every_kernel_variant_validates() {
         ];
         for (name, defs) in linear {
             for cfg in &configs {
+                // Weights grouped by rows where the adapter runs the rows core (ops/weight.rs).
+                let layout = if cfg.has_rows_core() { WeightLayout::Grouped } else { WeightLayout::Rows };
                 for norm_eps in [None, Some(1e-6)] {
-                    let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps };
+                    let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps, layout };
                     for (core, src) in sources(name, &defs, ty, &shape, cfg) {
-                        validate(&format!("{name} {ty:?} {cfg:?} norm {norm_eps:?} {core:?}"), &src);
+                        validate(&format!("{name} {ty:?} {cfg:?} {layout:?} norm {norm_eps:?} {core:?}"), &src);
                     }
                 }
             }
         }
-        validate("embedding", &embedding::source(ty.libs(), 896, 0, 151936, 1.0));
+        for layout in [WeightLayout::Rows, WeightLayout::Grouped] {
+            validate("embedding", &embedding::source(ty.libs(), layout, 896, 0, 151936, 1.0));
+        }
     }
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, None, false));
     validate("rmsnorm added", &rmsnorm::source(896, 1e-6, None, true));

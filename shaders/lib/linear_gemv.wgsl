@@ -10,7 +10,7 @@
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
 // also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read); w_load8 from the weight
-// piece; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
+// piece; w_elem from lib/weight_rows; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 
@@ -47,7 +47,7 @@ fn main(
             let xv = gemv_weigh(xr, k);
             for (var r = 0u; r < RPG; r++) {
                 // Rows past N read row N - 1 (valid memory); their sums are never stored.
-                acc[r] += dot8(w_load8(min(n0 + r, N - 1u) * K + k), xv);
+                acc[r] += dot8(w_load8(w_elem(min(n0 + r, N - 1u), k)), xv);
             }
         }
     }

@@ -10,7 +10,7 @@
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
 // scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from
+// piece; w_elem from lib/weight_rows; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from
 // lib/gemv_input_*; step_rows from lib/rows_of_step.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS,
 // GEMV_ROWS (rows of x per workgroup: a step of more rows takes one z of the grid per GEMV_ROWS);
@@ -71,7 +71,7 @@ fn main(
             for (var r = 0u; r < RPG; r++) {
                 // Rows past N read row N - 1 (valid memory); their sums are never stored. A
                 // normalizing input's gamma scales the weights, once for all rows.
-                wv[r] = gemv_weigh(w_load8(min(n0 + r, N - 1u) * K + k), k);
+                wv[r] = gemv_weigh(w_load8(w_elem(min(n0 + r, N - 1u), k)), k);
             }
             // Every row the variant is built for, without a condition, so that their loads
             // issue together; rows past the step's repeat its last row and are never stored.

@@ -13,7 +13,9 @@
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
 // w_block32 from lib/weight64_* (with lib/words64) or lib/weight_block32 (with the type's
 // piece); NORMED, gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
-// (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits. The adapter has SHADER_INT64.
+// (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits; w_elem from lib/weight_rows (the
+// weight grouped by rows: each workgroup's blocks one sequential stream). The adapter has
+// SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
 alias XElem = vec2<u64>;
@@ -92,7 +94,7 @@ fn main(
         var wb: array<W32, RPG>;
         for (var r = 0u; r < RPG; r++) {
             // Rows past N read row N - 1 (valid memory); their sums are never stored.
-            wb[r] = w_block32(min(n0 + r, N - 1u) * K + k);
+            wb[r] = w_block32(w_elem(min(n0 + r, N - 1u), k));
         }
         // gamma for this lane's values of the block: loaded once for all XROWS rows (llvmpipe
         // does not merge the same load made per row: at 8 rows it was over half of all loads).

@@ -2,8 +2,8 @@
 // A workgroup computes a TM x TN tile; each thread an RM x RN micro-tile of consecutive columns,
 // so output pairs (n, n+1) with n even reach the kernel's store_pair together.
 // Needs from the kernel: x (array<XElem>), w (array<WElem>), step, store_pair(m, n, v0, v1);
-// prepare_input / load_x4 from lib/input_plain or lib/input_rmsnorm; step_rows from
-// lib/rows_of_step.
+// w_elem from lib/weight_rows; prepare_input / load_x4 from lib/input_plain or
+// lib/input_rmsnorm; step_rows from lib/rows_of_step.
 // Constants: K, N, TM, TN, TK, WG_X, WG_Y, RM = TM / WG_Y, RN = TN / WG_X.
 alias XElem = vec4<f32>;
 
@@ -41,7 +41,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             let kq = (i % (TK / 4u)) * 4u;
             var v = vec4<f32>(0.0);
             if (n0 + n < N && k0 + kq < K) {
-                v = w_load4((n0 + n) * K + k0 + kq);
+                v = w_load4(w_elem(n0 + n, k0 + kq));
             }
             ws[kq * TN + n] = v.x;
             ws[(kq + 1u) * TN + n] = v.y;

@@ -579,8 +579,14 @@ impl GemvBench {
             .iter()
             .map(|w| {
                 let norm = norm.then_some(InputNorm { weight: &self.gamma, eps: 1e-6 });
-                let shape = LinearShape { k: w.cols, n: w.rows, rows: Rows::Tokens, norm_eps: norm.map(|n| n.eps) };
                 let part = w.single()?;
+                let shape = LinearShape {
+                    k: w.cols,
+                    n: w.rows,
+                    rows: Rows::Tokens,
+                    norm_eps: norm.map(|n| n.eps),
+                    layout: part.layout,
+                };
                 let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), part.ty, &shape, cfg)?;
                 BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], norm)
             })

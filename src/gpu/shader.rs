@@ -36,6 +36,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight_block32", include_str!("../../shaders/lib/weight_block32.wgsl")),
     ("lib/u64_bits", include_str!("../../shaders/lib/u64_bits.wgsl")),
     ("lib/words64", include_str!("../../shaders/lib/words64.wgsl")),
+    ("lib/weight_rows", include_str!("../../shaders/lib/weight_rows.wgsl")),
     ("lib/weight64_q4_0", include_str!("../../shaders/lib/weight64_q4_0.wgsl")),
     ("lib/weight64_q4_1", include_str!("../../shaders/lib/weight64_q4_1.wgsl")),
     ("lib/weight64_q8_0", include_str!("../../shaders/lib/weight64_q8_0.wgsl")),

@@ -10,7 +10,7 @@ use super::tensor::{HostTensor, TensorSource};
 use crate::gpu::Gpu;
 use crate::ops::qkv_rope::{fused_row_order, pair_order, HeadShape};
 use crate::ops::swiglu::interleaved_row_order;
-use crate::ops::weight::WeightPiece;
+use crate::ops::weight::{WeightLayout, WeightPiece};
 use crate::ops::Weight;
 
 pub struct LayerWeights {
@@ -96,6 +96,8 @@ struct Loader<'a> {
     bar: ProgressBar,
     /// Bytes of the weight matrices read so far, as their files store them.
     file_bytes: Cell<u64>,
+    /// The layout of the weight matrices (`WeightLayout::linear`; the embedding reads it too).
+    linear: WeightLayout,
 }
 
 impl Loader<'_> {
@@ -147,7 +149,7 @@ impl Loader<'_> {
                 _ => pieces.push(WeightPiece { ty: *ty, rows: 1, data: row.to_vec() }),
             }
         }
-        Weight::upload_pieces(self.gpu, label, cols, pieces)
+        Weight::upload_pieces(self.gpu, label, cols, pieces, self.linear)
     }
 
     fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Weight> {
@@ -198,7 +200,7 @@ fn tensor_count(cfg: &ModelConfig) -> u64 {
 
 pub fn load_weights(gpu: &Gpu, cfg: &ModelConfig, src: &dyn TensorSource) -> Result<Weights> {
     let bar = progress_bar(tensor_count(cfg));
-    let ld = Loader { gpu, src, bar, file_bytes: Cell::new(0) };
+    let ld = Loader { gpu, src, bar, file_bytes: Cell::new(0), linear: WeightLayout::linear(gpu) };
     check_sizes(cfg, src)?;
     let (d, hd, inter) = (cfg.hidden, cfg.head_dim, cfg.intermediate);
     let (qn, kvn) = (cfg.heads * hd, cfg.kv_heads * hd);

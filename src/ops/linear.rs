@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use super::input_f16::InputF16;
 use super::tune::{self, GemvTable};
-use super::weight::WeightPart;
+use super::weight::{WeightLayout, WeightPart};
 use super::{grid, groups, Weight, WeightType};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
@@ -502,7 +502,7 @@ impl LinearConfig {
     /// What runs `core` on a `[n, k]` weight of type `ty`, for benchmark tables: the core's name
     /// and shape (the rows core's with its rows of x per workgroup).
     pub fn core_label(&self, ty: WeightType, k: u32, n: u32, core: Core) -> (&'static str, String) {
-        let shape = LinearShape { k, n, rows: Rows::Tokens, norm_eps: None };
+        let shape = LinearShape { k, n, rows: Rows::Tokens, norm_eps: None, layout: WeightLayout::Rows };
         let rows_core = |xrows: u32| ("rows", format!("{ROWS_CORE_MULTI}x{xrows}"));
         match core {
             Core::Gemv => ("gemv", self.gemv_shape(k, n, ty).to_string()),
@@ -577,6 +577,8 @@ pub struct LinearShape {
     /// RMS-normalize the input rows with this epsilon: on load in the GEMV and tiled cores (the
     /// weight is bound at 15), in `input_f16` before the tensor-core core.
     pub norm_eps: Option<f32>,
+    /// How the weight's rows lie in its buffer (`lib/weight_rows`).
+    pub layout: WeightLayout,
 }
 
 /// How a GEMV lane group is reduced: subgroup shuffles when it fits in the smallest subgroup;
@@ -610,7 +612,13 @@ pub fn sources(
         None => ("lib/input_plain", "lib/gemv_input_plain"),
     };
     let base = {
-        let d = defs.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_OUTPUTS", s.rows == Rows::Outputs);
+        let d = defs
+            .clone()
+            .u32("K", s.k)
+            .u32("N", s.n)
+            .bool("ROWS_FROM_OUTPUTS", s.rows == Rows::Outputs)
+            .u32("W_GROUP_ROWS", s.layout.group_rows())
+            .piece("lib/weight_rows");
         match s.norm_eps {
             Some(eps) => d.f32("EPS", eps),
             None => d,
@@ -725,6 +733,11 @@ impl LinearKernels {
         let gemv_batch = GEMV_BATCH_ROWS.iter().map(|&r| take(Core::GemvBatch(r)).expect("always built")).collect();
         let (gemv, prefill) = (gemv.expect("always built"), prefill.expect("always built"));
         let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
+        anyhow::ensure!(
+            shape.layout == WeightLayout::Rows || !(coop || split.is_some()),
+            "{name}: the tensor-core cores read weights row after row, not {:?}",
+            shape.layout
+        );
         if !cfg.rows_core_fits(shape.k) {
             for rows in GEMV_BATCH_ROWS {
                 cfg.gemv_batch_shape(shape.k, shape.n, rows).check()?;
@@ -887,7 +900,7 @@ impl LinearParts {
         let mut input_written = false;
         let mut parts = Vec::with_capacity(w.parts.len());
         for p in &w.parts {
-            let shape = LinearShape { k: w.cols, n: p.rows, rows, norm_eps: io.norm.map(|n| n.eps) };
+            let shape = LinearShape { k: w.cols, n: p.rows, rows, norm_eps: io.norm.map(|n| n.eps), layout: p.layout };
             let kernels = LinearKernels::new(gpu, name, &defs(p)?, p.ty, &shape, cfg)?;
             let buffers: Vec<&wgpu::Buffer> =
                 [io.step, io.x, &p.buffer].into_iter().chain(io.rest.iter().copied()).collect();

@@ -6,6 +6,7 @@
 use anyhow::{bail, Context, Result};
 
 use crate::gpu::Gpu;
+use crate::ops::linear::LinearConfig;
 
 #[allow(non_camel_case_types)] // ggml's names
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -130,10 +131,47 @@ impl WeightType {
     }
 }
 
-/// Rows `row_lo .. row_lo + rows` of a weight, in one buffer, all of one type.
+/// How a weight part's rows lie in its buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// Row after row, as files store them.
+    Rows,
+    /// Groups of `GROUP_ROWS` rows (the last may be shorter), each group's 32-value blocks column
+    /// by column: the first block of each of its rows, then the second, ... The rows core's
+    /// workgroup (16 rows, one per lane and two each) then reads one sequential stream, which a
+    /// CPU's prefetchers follow, instead of 16 streams 360 bytes apart (SmolLM2's Q4_1 rows),
+    /// which they did not: on lavapipe a one-row GEMV of a weight larger than the caches took
+    /// 1.85x the time (docs/PERF.md). The linear cores and the embedding read it through
+    /// `lib/weight_rows`; the tensor-core cores read rows only.
+    Grouped,
+}
+
+/// Rows per group of `WeightLayout::Grouped`: the rows core's workgroup at one row of x.
+pub const GROUP_ROWS: u32 = 16;
+
+impl WeightLayout {
+    /// The layout linear weights take on this adapter: grouped where the rows core runs them.
+    pub fn linear(gpu: &Gpu) -> WeightLayout {
+        match LinearConfig::for_adapter(&gpu.caps).has_rows_core() {
+            true => WeightLayout::Grouped,
+            false => WeightLayout::Rows,
+        }
+    }
+
+    /// `W_GROUP_ROWS` of `lib/weight_rows`: 0 for row after row.
+    pub fn group_rows(self) -> u32 {
+        match self {
+            WeightLayout::Rows => 0,
+            WeightLayout::Grouped => GROUP_ROWS,
+        }
+    }
+}
+
+/// Rows `row_lo .. row_lo + rows` of a weight, in one buffer, all of one type and layout.
 pub struct WeightPart {
     pub buffer: wgpu::Buffer,
     pub ty: WeightType,
+    pub layout: WeightLayout,
     pub row_lo: u32,
     pub rows: u32,
 }
@@ -157,20 +195,40 @@ pub struct Weight {
 }
 
 impl Weight {
-    /// Uploads `data` (row-major, already in `ty`'s byte layout), split into parts that each fit
-    /// one storage binding.
+    /// Uploads `data` (row-major, already in `ty`'s byte layout) as a linear layer's weight (in
+    /// `WeightLayout::linear`), split into parts that each fit one storage binding.
     pub fn upload(gpu: &Gpu, name: &str, ty: WeightType, rows: usize, cols: usize, data: &[u8]) -> Result<Weight> {
-        Self::upload_pieces(gpu, name, cols, vec![WeightPiece { ty, rows, data: data.to_vec() }])
+        Self::upload_in(gpu, name, ty, rows, cols, data, WeightLayout::linear(gpu))
+    }
+
+    /// `upload` in `layout`.
+    pub fn upload_in(
+        gpu: &Gpu,
+        name: &str,
+        ty: WeightType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        layout: WeightLayout,
+    ) -> Result<Weight> {
+        Self::upload_pieces(gpu, name, cols, vec![WeightPiece { ty, rows, data: data.to_vec() }], layout)
     }
 
     /// Uploads row ranges of possibly different types, in order, each split into parts that fit
     /// one storage binding (each piece is at least one part: the caller merges adjacent pieces
-    /// of one type, as the loader does, or each costs a dispatch).
-    pub fn upload_pieces(gpu: &Gpu, name: &str, cols: usize, pieces: Vec<WeightPiece>) -> Result<Weight> {
+    /// of one type, as the loader does, or each costs a dispatch). A part takes `layout` where
+    /// its type's blocks are whole 32-value blocks or single values, else `Rows`.
+    pub fn upload_pieces(
+        gpu: &Gpu,
+        name: &str,
+        cols: usize,
+        pieces: Vec<WeightPiece>,
+        layout: WeightLayout,
+    ) -> Result<Weight> {
         let mut parts = Vec::new();
         let mut row_lo = 0;
         for piece in &pieces {
-            parts.extend(upload_piece(gpu, name, cols, row_lo, piece)?);
+            parts.extend(upload_piece(gpu, name, cols, row_lo, piece, layout)?);
             row_lo += piece.rows;
         }
         Ok(Weight { name: name.to_string(), rows: row_lo as u32, cols: cols as u32, parts })
@@ -200,7 +258,14 @@ impl Weight {
 /// The parts of one piece starting at row `row_lo` of weight `name`: as many rows as fit one
 /// storage binding each, an even number where more than one fits (so the fused kernels' row
 /// pairs never straddle two parts).
-fn upload_piece(gpu: &Gpu, name: &str, cols: usize, row_lo: usize, piece: &WeightPiece) -> Result<Vec<WeightPart>> {
+fn upload_piece(
+    gpu: &Gpu,
+    name: &str,
+    cols: usize,
+    row_lo: usize,
+    piece: &WeightPiece,
+    layout: WeightLayout,
+) -> Result<Vec<WeightPart>> {
     let (ty, rows, data) = (piece.ty, piece.rows, &piece.data);
     let row_bytes = ty
         .row_bytes(cols)
@@ -221,15 +286,42 @@ fn upload_piece(gpu: &Gpu, name: &str, cols: usize, row_lo: usize, piece: &Weigh
     if rows_per_part == 0 {
         bail!("weight {name}: one row ({row_bytes} bytes) is larger than this adapter's storage binding limit");
     }
+    let layout = match ty.block().0 {
+        1 | 32 if cols.is_multiple_of(32) => layout,
+        _ => WeightLayout::Rows,
+    };
     let mut parts = Vec::new();
     let mut lo = 0;
     while lo < rows {
         let n = rows_per_part.min(rows - lo);
-        let buffer = gpu.storage_from(name, &data[lo * row_bytes..(lo + n) * row_bytes])?;
-        parts.push(WeightPart { buffer, ty, row_lo: (row_lo + lo) as u32, rows: n as u32 });
+        let rows_data = &data[lo * row_bytes..(lo + n) * row_bytes];
+        let buffer = match layout {
+            WeightLayout::Rows => gpu.storage_from(name, rows_data)?,
+            WeightLayout::Grouped => gpu.storage_from(name, &group_rows(rows_data, n, cols, ty))?,
+        };
+        parts.push(WeightPart { buffer, ty, layout, row_lo: (row_lo + lo) as u32, rows: n as u32 });
         lo += n;
     }
     Ok(parts)
+}
+
+/// `rows` rows of `cols` values of type `ty` (whole 32-value blocks, or single values), row after
+/// row, in `WeightLayout::Grouped`.
+fn group_rows(data: &[u8], rows: usize, cols: usize, ty: WeightType) -> Vec<u8> {
+    let (per, bytes) = ty.block();
+    let block = 32 / per * bytes;
+    let blocks = cols / 32;
+    let group = GROUP_ROWS as usize;
+    let mut out = Vec::with_capacity(data.len());
+    for g0 in (0..rows).step_by(group) {
+        for c in 0..blocks {
+            for r in g0..rows.min(g0 + group) {
+                let at = (r * blocks + c) * block;
+                out.extend_from_slice(&data[at..at + block]);
+            }
+        }
+    }
+    out
 }
 
 /// Rows of `stacked` (row-major, `row_bytes` per row) in the order `order`.

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 use half::f16;
 use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
+use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{Step, Weight, WeightType};
 
 /// One device per test binary: creating a Vulkan device per test is slow on lavapipe.
@@ -96,17 +97,29 @@ pub fn test_plan(gpu: &Gpu, seqs: &[TestSeq], block: usize, outs: &[u32]) -> Pla
     plan
 }
 
-/// Uploads `data` as a weight of type `ty`; returns it with the values the GPU really holds
-/// (f16-rounded for F16), which the CPU reference must use.
+/// Uploads `data` as a linear layer's weight of type `ty` (in this adapter's layout for them);
+/// returns it with the values the GPU really holds (f16-rounded for F16), which the CPU reference
+/// must use.
 pub fn weight(gpu: &Gpu, ty: WeightType, rows: usize, cols: usize, data: &[f32]) -> (Weight, Vec<f32>) {
+    weight_in(gpu, ty, rows, cols, data, WeightLayout::linear(gpu))
+}
+
+/// `weight` in `layout`.
+pub fn weight_in(
+    gpu: &Gpu,
+    ty: WeightType,
+    rows: usize,
+    cols: usize,
+    data: &[f32],
+    layout: WeightLayout,
+) -> (Weight, Vec<f32>) {
+    let upload = |bytes: &[u8]| Weight::upload_in(gpu, "w", ty, rows, cols, bytes, layout).unwrap();
     match ty {
-        WeightType::F32 => {
-            (Weight::upload(gpu, "w", ty, rows, cols, bytemuck::cast_slice(data)).unwrap(), data.to_vec())
-        }
+        WeightType::F32 => (upload(bytemuck::cast_slice(data)), data.to_vec()),
         WeightType::F16 => {
             let h: Vec<f16> = data.iter().map(|&v| f16::from_f32(v)).collect();
             let back = h.iter().map(|v| v.to_f32()).collect();
-            (Weight::upload(gpu, "w", ty, rows, cols, bytemuck::cast_slice(&h)).unwrap(), back)
+            (upload(bytemuck::cast_slice(&h)), back)
         }
         q => panic!("{q:?}: quantized weights are tested in tests/quant.rs"),
     }

@@ -87,7 +87,8 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
     };
     let (xb, gb, yb, sb) = (upload(gpu, &x), upload(gpu, &gamma), upload(gpu, &y0), Step::buffer(gpu).unwrap());
     let eps = 1e-5;
-    let shape = LinearShape { k: k as u32, n: n as u32, rows: Rows::Tokens, norm_eps: norm.then_some(eps) };
+    let layout = w.single().unwrap().layout;
+    let shape = LinearShape { k: k as u32, n: n as u32, rows: Rows::Tokens, norm_eps: norm.then_some(eps), layout };
     let kernels = LinearKernels::new(gpu, "matmul", &matmul::defs(true, n as u32, 0), ty, &shape, cfg).unwrap();
     let input_norm = norm.then_some(InputNorm { weight: &gb, eps });
     let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, &w.single().unwrap().buffer, &yb], input_norm).unwrap();
@@ -175,6 +176,8 @@ fn weight_split_over_bindings_matches_cpu() {
     assert_eq!(w.parts.len(), 12);
     check(gpu, WeightType::F32, 1, 40, 70, false);
     check(gpu, WeightType::F16, 67, 40, 70, true);
+    // 64 columns: 4-row parts, each grouped by rows where the adapter groups linear weights.
+    check(gpu, WeightType::F32, 3, 64, 70, false);
 }
 
 #[test]
