@@ -28,24 +28,6 @@ struct W32 {
     m: f32,
 }
 
-// Values 8i .. 8i + 7 of the block's quants (i a constant once the caller's loop unrolls).
-fn w32_part(w: W32, i: u32) -> W8 {
-    switch i {
-        case 0u: {
-            return w.q0;
-        }
-        case 1u: {
-            return w.q1;
-        }
-        case 2u: {
-            return w.q2;
-        }
-        default: {
-            return w.q3;
-        }
-    }
-}
-
 // The four low (shift 0) or high (shift 4) nibbles of the bytes of q, as values.
 fn nibbles4(q: u32, shift: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(q) >> (vec4<u32>(0u, 8u, 16u, 24u) + shift)) & vec4<u32>(15u));

@@ -34,6 +34,24 @@ fn x8_of_lanes(xv: vec4<f32>, i: u32) -> W8 {
     return W8(subgroupShuffle(xv, 2u * i), subgroupShuffle(xv, 2u * i + 1u));
 }
 
+// Values 8i .. 8i + 7 of the block's quants (i a constant once the caller's loop unrolls).
+fn w32_part(w: W32, i: u32) -> W8 {
+    switch i {
+        case 0u: {
+            return w.q0;
+        }
+        case 1u: {
+            return w.q1;
+        }
+        case 2u: {
+            return w.q2;
+        }
+        default: {
+            return w.q3;
+        }
+    }
+}
+
 // Row m of x times this lane's weight blocks at k (wb): the dot products (component r for
 // weight row r) and the x^2 sum of this lane's four values of the row.
 struct RowBlock {

@@ -612,31 +612,28 @@ pub fn sources(
         None => ("lib/input_plain", "lib/gemv_input_plain"),
     };
     let base = {
-        let d = defs
-            .clone()
-            .u32("K", s.k)
-            .u32("N", s.n)
-            .bool("ROWS_FROM_OUTPUTS", s.rows == Rows::Outputs)
-            .u32("W_GROUP_ROWS", s.layout.group_rows())
-            .piece("lib/weight_rows");
+        let d = defs.clone().u32("K", s.k).u32("N", s.n).bool("ROWS_FROM_OUTPUTS", s.rows == Rows::Outputs);
         match s.norm_eps {
             Some(eps) => d.f32("EPS", eps),
             None => d,
         }
     };
-    // The prefill cores' norm prologue: rows per workgroup and threads.
+    // The cores that read the weight through lib/weight_rows (all but the tensor-core ones,
+    // which take it row after row: `LinearKernels::new` checks).
+    let rows_base = base.clone().u32("W_GROUP_ROWS", s.layout.group_rows()).piece("lib/weight_rows");
+    // The tiled core's norm prologue: rows per workgroup and threads.
     let prefill_defs = |rows: u32, threads: u32| match s.norm_eps {
-        Some(_) => base.clone().u32("NORM_ROWS", rows).u32("NORM_THREADS", threads),
-        None => base.clone(),
+        Some(_) => rows_base.clone().u32("NORM_ROWS", rows).u32("NORM_THREADS", threads),
+        None => rows_base.clone(),
     };
     let gemv_defs = |g: GemvShape| {
-        let d = base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
+        let d = rows_base.clone().u32("LANES", g.lanes).u32("RPG", g.rows).u32("WG_THREADS", g.threads);
         lanes_piece(g.lanes, cfg.subgroups, d)
     };
     let w = weight.libs();
     // The rows core on `xrows` rows per workgroup; `rows_piece` says how many the step has.
     let rows_core = |xrows: u32, rpg: u32, rows_piece: &'static str| {
-        let d = base.clone().u32("RPG", rpg).u32("WG_THREADS", ROWS_CORE_LANES).u32("XROWS", xrows);
+        let d = rows_base.clone().u32("RPG", rpg).u32("WG_THREADS", ROWS_CORE_LANES).u32("XROWS", xrows);
         let core = [gemv_input, rows_piece, "lib/linear_gemv_rows"];
         assemble(name, &d, &[&["lib/u64_bits"], &weight.block32_libs()[..], &core].concat())
     };
