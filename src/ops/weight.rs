@@ -138,10 +138,10 @@ pub enum WeightLayout {
     Rows,
     /// Groups of `GROUP_ROWS` rows (the last may be shorter), each group's 32-value blocks column
     /// by column: the first block of each of its rows, then the second, ... The rows core's
-    /// workgroup (16 rows, one per lane and two each) then reads one sequential stream, which a
-    /// CPU's prefetchers follow, instead of 16 streams 360 bytes apart (SmolLM2's Q4_1 rows),
-    /// which they did not: on lavapipe a one-row GEMV of a weight larger than the caches took
-    /// 1.85x the time (docs/PERF.md). The linear cores and the embedding read it through
+    /// workgroup (16 rows, 8 lanes of two) then reads one sequential stream, which a CPU's
+    /// prefetchers follow, instead of 16 streams 360 bytes apart (SmolLM2's Q4_1 rows), which
+    /// they did not: on lavapipe a one-row GEMV of a weight larger than the caches took 1.75x the
+    /// time row after row (docs/PERF.md). The linear cores and the embedding read it through
     /// `lib/weight_rows`; the tensor-core cores read rows only.
     Grouped,
 }
