@@ -2,7 +2,8 @@
 // sqrt(hidden), else 1); each workgroup copies a batch of WG_THREADS vec4s, which spans several
 // ids. A table split into row ranges (binding limits) is gathered by one dispatch per part: ids
 // outside [ROW_LO, ROW_HI) are skipped.
-// Rows are read through lib/weight_rows' w_elem (a table tied to the LM head takes its layout).
+// Rows are read through lib/weight_rows' w_elem: the table is stored as the weight matrices are
+// (grouped by rows on CPU adapters; where tied, it is the LM head).
 // Constants: D, ROW_LO, ROW_HI, WG_THREADS, SCALE; K (= D), N (ROW_HI - ROW_LO), W_GROUP_ROWS.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;

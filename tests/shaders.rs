@@ -52,7 +52,7 @@ fn every_kernel_variant_validates() {
         for (name, defs) in linear {
             for cfg in &configs {
                 // Weights grouped by rows where the adapter runs the rows core (ops/weight.rs).
-                let layout = if cfg.has_rows_core() { WeightLayout::Grouped } else { WeightLayout::Rows };
+                let layout = WeightLayout::for_config(cfg);
                 for norm_eps in [None, Some(1e-6)] {
                     let shape = LinearShape { k: 1024, n: 1152, rows: Rows::Tokens, norm_eps, layout };
                     for (core, src) in sources(name, &defs, ty, &shape, cfg) {

@@ -9,8 +9,9 @@
 // in a subgroup: no barrier), and outputs reach the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
 // also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
-// Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read); w_load8 from the weight
-// piece; w_elem from lib/weight_rows; lanes_sum from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
+// Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read);
+// w_load8 from the weight piece; w_elem from lib/weight_rows; lanes_sum from lib/lanes_*;
+// NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 

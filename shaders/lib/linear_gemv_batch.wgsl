@@ -10,8 +10,8 @@
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
 // scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; w_elem from lib/weight_rows; lanes_part, MAX_PARTS from lib/lanes_*; NORMED, gemv_weigh, gemv_scale from
-// lib/gemv_input_*; step_rows from lib/rows_of_step.
+// piece; w_elem from lib/weight_rows; lanes_part, MAX_PARTS from lib/lanes_*; NORMED,
+// gemv_weigh, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_of_step.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS,
 // GEMV_ROWS (rows of x per workgroup: a step of more rows takes one z of the grid per GEMV_ROWS);
 // WG_ROWS is even.

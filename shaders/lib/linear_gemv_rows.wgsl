@@ -5,9 +5,9 @@
 // address differs by lane is a scalar load per lane (with its own bounds check), and an address
 // the same for all lanes is no cheaper unless it is a constant; the cost is the number of loads.
 // So each 32-value block of a row of x is loaded once per workgroup, four values per lane (two
-// u64 loads, as gamma's), and handed to every lane by subgroup shuffles, and each weight block is read by
-// w_block32 in as few loads as its type allows (a Q4_1 block: three u64s, against sixteen u32s
-// through w_load8), taken apart once and multiplied with all XROWS rows of x.
+// u64 loads, as gamma's), and handed to every lane by subgroup shuffles, and each weight block is
+// read by w_block32 in as few loads as its type allows (a Q4_1 block: three u64s, against
+// sixteen u32s through w_load8), taken apart once and multiplied with all XROWS rows of x.
 // SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
 // lib/linear_gemv (docs/PERF.md).
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
@@ -66,7 +66,7 @@ struct RowBlock {
 fn row_block(m: u32, k: u32, lane: u32, wb: array<W32, RPG>, g: vec4<f32>) -> RowBlock {
     let xl = x_vec4(x[(m * K + k) / 4u + lane]);
     let xg = xl * g;
-    // q: each weight row's sum of quants times x; s: x's values, for the offset m.
+    // q: each weight row's sum of quants times x; s: x's values, for the blocks' offsets (W32.m).
     var q = vec4<f32>(0.0);
     var s = vec4<f32>(0.0);
     for (var i = 0u; i < 4u; i++) {

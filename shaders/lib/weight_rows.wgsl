@@ -7,6 +7,7 @@ fn w_elem(row: u32, k: u32) -> u32 {
     if (W_GROUP_ROWS == 0u) {
         return row * K + k;
     }
+    // max: with W_GROUP_ROWS 0 (returned above) a constant `% 0` would not compile.
     let g0 = row - row % max(W_GROUP_ROWS, 1u);
     let rows = min(W_GROUP_ROWS, N - g0);
     return g0 * K + ((k / 32u) * rows + row - g0) * 32u + k % 32u;

@@ -146,13 +146,19 @@ pub enum WeightLayout {
     Grouped,
 }
 
-/// Rows per group of `WeightLayout::Grouped`: the rows core's workgroup at one row of x.
+/// Rows per group of `WeightLayout::Grouped`: the rows core's workgroup at one row of x (16 rows;
+/// at several rows of x its workgroups take 32, two streams).
 pub const GROUP_ROWS: u32 = 16;
 
 impl WeightLayout {
-    /// The layout linear weights take on this adapter: grouped where the rows core runs them.
+    /// The layout weight matrices take on this adapter: grouped where the rows core runs them.
     pub fn linear(gpu: &Gpu) -> WeightLayout {
-        match LinearConfig::for_adapter(&gpu.caps).has_rows_core() {
+        Self::for_config(&LinearConfig::for_adapter(&gpu.caps))
+    }
+
+    /// The layout for the linear kernels `cfg` builds: grouped where it has the rows core.
+    pub fn for_config(cfg: &LinearConfig) -> WeightLayout {
+        match cfg.has_rows_core() {
             true => WeightLayout::Grouped,
             false => WeightLayout::Rows,
         }
@@ -183,8 +189,8 @@ pub struct WeightPiece {
     pub data: Vec<u8>,
 }
 
-/// A row-major matrix `[rows, cols]` (a linear layer's W[out, in], or an embedding table), as
-/// row ranges (`parts`), each in its own storage type: a fused projection whose source tensors
+/// A matrix `[rows, cols]` (a linear layer's W[out, in], or an embedding table), as row ranges
+/// (`parts`), each in its own storage type and layout (`WeightLayout`): a fused projection whose source tensors
 /// differ in type (llama.cpp's *_M files) keeps every piece as the file stores it, and a weight
 /// larger than one storage binding is split by rows.
 pub struct Weight {
@@ -217,7 +223,8 @@ impl Weight {
     /// Uploads row ranges of possibly different types, in order, each split into parts that fit
     /// one storage binding (each piece is at least one part: the caller merges adjacent pieces
     /// of one type, as the loader does, or each costs a dispatch). A part takes `layout` where
-    /// its type's blocks are whole 32-value blocks or single values, else `Rows`.
+    /// its type's blocks are whole 32-value blocks or single values and `cols` is whole 32-value
+    /// blocks, else `Rows`.
     pub fn upload_pieces(
         gpu: &Gpu,
         name: &str,
@@ -297,7 +304,7 @@ fn upload_piece(
         let rows_data = &data[lo * row_bytes..(lo + n) * row_bytes];
         let buffer = match layout {
             WeightLayout::Rows => gpu.storage_from(name, rows_data)?,
-            WeightLayout::Grouped => gpu.storage_from(name, &group_rows(rows_data, n, cols, ty))?,
+            WeightLayout::Grouped => gpu.storage_from(name, &grouped_bytes(rows_data, n, cols, ty))?,
         };
         parts.push(WeightPart { buffer, ty, layout, row_lo: (row_lo + lo) as u32, rows: n as u32 });
         lo += n;
@@ -307,7 +314,7 @@ fn upload_piece(
 
 /// `rows` rows of `cols` values of type `ty` (whole 32-value blocks, or single values), row after
 /// row, in `WeightLayout::Grouped`.
-fn group_rows(data: &[u8], rows: usize, cols: usize, ty: WeightType) -> Vec<u8> {
+fn grouped_bytes(data: &[u8], rows: usize, cols: usize, ty: WeightType) -> Vec<u8> {
     let (per, bytes) = ty.block();
     let block = 32 / per * bytes;
     let blocks = cols / 32;
