@@ -16,12 +16,12 @@
 // (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits; w_elem from lib/weight_rows (the
 // weight grouped by rows: each workgroup's blocks one sequential stream). The adapter has
 // SHADER_INT64.
-// Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2, 4 or 8), WG_THREADS (8: the
+// Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2 or 4), WG_THREADS (8: the
 // subgroup size, so lane j's vec4 is values 4j .. 4j + 3 of the block).
 alias XElem = vec2<u64>;
 
 const WG_ROWS: u32 = WG_THREADS * RPG;
-const MAX_XROWS: u32 = 8u;
+const MAX_XROWS: u32 = 4u;
 
 fn x_vec4(e: XElem) -> vec4<f32> {
     return f32x4_of(e);
@@ -126,12 +126,6 @@ fn main(
         if (XROWS >= 4u) {
             acc[2] = add_block(acc[2], row_block(m[2], k, lane, wb, g));
             acc[3] = add_block(acc[3], row_block(m[3], k, lane, wb, g));
-        }
-        if (XROWS >= 8u) {
-            acc[4] = add_block(acc[4], row_block(m[4], k, lane, wb, g));
-            acc[5] = add_block(acc[5], row_block(m[5], k, lane, wb, g));
-            acc[6] = add_block(acc[6], row_block(m[6], k, lane, wb, g));
-            acc[7] = add_block(acc[7], row_block(m[7], k, lane, wb, g));
         }
     }
     for (var t = 0u; t < XROWS; t++) {

@@ -143,9 +143,11 @@ const ROWS_CORE_LANES: u32 = 8;
 /// lane, so each block of x a workgroup loads and shuffles serves 32 weight rows. SmolLM2's
 /// 64-token prefill on lavapipe: 10% faster than two rows per lane (docs/PERF.md).
 const ROWS_CORE_MULTI: GemvShape = GemvShape { lanes: 1, rows: 4, threads: ROWS_CORE_LANES };
-/// Rows of x per workgroup when the rows core runs a prefill step: each weight block it takes
-/// apart serves that many rows (as fast as 4 on lavapipe, and half the workgroups).
-const ROWS_CORE_PREFILL_ROWS: u32 = 8;
+/// The most rows of x a rows-core workgroup takes (prefill steps, and batched decode steps of
+/// more): each weight block it takes apart serves that many rows, whose sums and x values then
+/// share the CPU's 32 vector registers with it. SmolLM2's 64-row steps on lavapipe against 8
+/// rows: 20% faster; against 2: 31% (docs/PERF.md).
+const ROWS_CORE_XROWS: u32 = 4;
 
 /// How a core's workgroups cover a step's outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,7 +185,7 @@ impl Grid {
 enum PrefillCore {
     /// Tensor cores (lib/linear_coop), with this subgroup size.
     Coop(u32),
-    /// The rows core, ROWS_CORE_PREFILL_ROWS rows per workgroup (CPU adapters).
+    /// The rows core, ROWS_CORE_XROWS rows per workgroup (CPU adapters).
     Rows,
     /// The tiled core (lib/linear_tiled).
     Tiled,
@@ -454,21 +456,19 @@ impl LinearConfig {
                 let (rows, cols) = coop_prefill().tile();
                 Grid::Tiles { rows, cols }
             }
-            PrefillCore::Rows => {
-                Grid::Outputs { outputs: ROWS_CORE_MULTI.workgroup_rows(), rows: ROWS_CORE_PREFILL_ROWS }
-            }
+            PrefillCore::Rows => Grid::Outputs { outputs: ROWS_CORE_MULTI.workgroup_rows(), rows: ROWS_CORE_XROWS },
             PrefillCore::Tiled => Grid::Tiles { rows: self.tiles.tm, cols: self.tiles.tn },
         }
     }
 
     /// How the batched GEMV variant built for `rows` rows covers a step: the rows core's shape
-    /// where it fits (it runs every step of a weight), else `gemv_batch_shape`'s.
+    /// and at most ROWS_CORE_XROWS rows per workgroup where it fits (it runs every step of a
+    /// weight), else `gemv_batch_shape`'s.
     fn batch_grid(&self, k: u32, n: u32, rows: u32) -> Grid {
-        let shape = match self.rows_core_fits(k) {
-            true => ROWS_CORE_MULTI,
-            false => self.gemv_batch_shape(k, n, rows),
-        };
-        Grid::Outputs { outputs: shape.workgroup_rows(), rows }
+        match self.rows_core_fits(k) {
+            true => Grid::Outputs { outputs: ROWS_CORE_MULTI.workgroup_rows(), rows: rows.min(ROWS_CORE_XROWS) },
+            false => Grid::Outputs { outputs: self.gemv_batch_shape(k, n, rows).workgroup_rows(), rows },
+        }
     }
 
     /// `for_adapter` plus the shapes the tune cache holds for this adapter, if any (a cache
@@ -506,11 +506,11 @@ impl LinearConfig {
         let rows_core = |xrows: u32| ("rows", format!("{ROWS_CORE_MULTI}x{xrows}"));
         match core {
             Core::Gemv => ("gemv", self.gemv_shape(k, n, ty).to_string()),
-            Core::GemvBatch(built) if self.rows_core_fits(k) => rows_core(built),
+            Core::GemvBatch(built) if self.rows_core_fits(k) => rows_core(built.min(ROWS_CORE_XROWS)),
             Core::GemvBatch(built) => ("gemv_batch", self.gemv_batch_shape(k, n, built).to_string()),
             Core::Prefill => match self.prefill_core(ty, &shape) {
                 PrefillCore::Coop(_) => ("coop", "-".into()),
-                PrefillCore::Rows => rows_core(ROWS_CORE_PREFILL_ROWS),
+                PrefillCore::Rows => rows_core(ROWS_CORE_XROWS),
                 PrefillCore::Tiled => ("tiled", "-".into()),
             },
             Core::Split => ("coop_split", "-".into()),
@@ -665,7 +665,7 @@ pub fn sources(
     };
     let prefill = match cfg.prefill_core(weight, s) {
         PrefillCore::Coop(sg) => coop(sg, coop_prefill()),
-        PrefillCore::Rows => rows_core(ROWS_CORE_PREFILL_ROWS, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
+        PrefillCore::Rows => rows_core(ROWS_CORE_XROWS, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
         PrefillCore::Tiled => {
             let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
                 .u32("TM", t.tm)
@@ -687,7 +687,7 @@ pub fn sources(
     };
     let batch = GEMV_BATCH_ROWS.map(|rows| {
         let source = match cfg.rows_core_fits(s.k) {
-            true => rows_core(rows, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
+            true => rows_core(rows.min(ROWS_CORE_XROWS), ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
             false => {
                 let (lanes, d) = gemv_defs(cfg.gemv_batch_shape(s.k, s.n, rows));
                 let d = d.u32("GEMV_ROWS", rows);
