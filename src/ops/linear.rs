@@ -721,6 +721,12 @@ impl LinearKernels {
             "{name}: GEMV shape {gemv_shape} (one lane per row) needs {ROWS_CORE_LANES}-lane subgroups, as many threads, an even number of rows per lane, and a multiple of 32 columns (this weight has {})",
             shape.k
         );
+        let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
+        anyhow::ensure!(
+            shape.layout == WeightLayout::Rows || !coop,
+            "{name}: the tensor-core cores read weights row after row, not {:?}",
+            shape.layout
+        );
         let mut kernels = Vec::new();
         for (core, source) in sources(name, defs, weight, shape, cfg) {
             kernels.push((core, Kernel::get(gpu, name, source)?));
@@ -729,12 +735,6 @@ impl LinearKernels {
         let (gemv, prefill, split) = (take(Core::Gemv), take(Core::Prefill), take(Core::Split));
         let gemv_batch = GEMV_BATCH_ROWS.iter().map(|&r| take(Core::GemvBatch(r)).expect("always built")).collect();
         let (gemv, prefill) = (gemv.expect("always built"), prefill.expect("always built"));
-        let coop = cfg.coop_for(weight, shape.k, shape.n).is_some();
-        anyhow::ensure!(
-            shape.layout == WeightLayout::Rows || !(coop || split.is_some()),
-            "{name}: the tensor-core cores read weights row after row, not {:?}",
-            shape.layout
-        );
         if !cfg.rows_core_fits(shape.k) {
             for rows in GEMV_BATCH_ROWS {
                 cfg.gemv_batch_shape(shape.k, shape.n, rows).check()?;
