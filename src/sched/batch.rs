@@ -313,7 +313,7 @@ impl Batcher {
     /// Urgency for admission: interactive first, and background after waiting past the aging
     /// limit; then the oldest.
     fn admission_key(&self, s: &Sequence, now: Instant) -> (Priority, Instant) {
-        (urgency(s, s.arrived, now, self.opts.aging), s.arrived)
+        (urgency(s.req.priority, s.arrived, now, self.opts.aging), s.arrived)
     }
 
     /// Why a request cannot run at all, if it cannot.
@@ -490,15 +490,13 @@ impl Batcher {
 /// A running sequence's priority for its rows: interactive once it has waited past `aging` for
 /// a token (since its last one, or since it arrived).
 fn token_urgency(s: &Sequence, now: Instant, aging: Duration) -> Priority {
-    urgency(s, s.last_token.unwrap_or(s.arrived), now, aging)
+    urgency(s.req.priority, s.last_token.unwrap_or(s.arrived), now, aging)
 }
 
-/// A sequence's priority, interactive once it has waited past `aging` since `since`.
-fn urgency(s: &Sequence, since: Instant, now: Instant, aging: Duration) -> Priority {
-    let aged = now.saturating_duration_since(since) >= aging;
-    if aged {
-        Priority::Interactive
-    } else {
-        s.req.priority
+/// `priority`, or interactive once its sequence has waited past `aging` since `since`.
+fn urgency(priority: Priority, since: Instant, now: Instant, aging: Duration) -> Priority {
+    match now.saturating_duration_since(since) >= aging {
+        true => Priority::Interactive,
+        false => priority,
     }
 }
