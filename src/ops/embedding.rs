@@ -9,16 +9,16 @@ use crate::gpu::{Bound, Gpu, Kernel};
 
 const WG_THREADS: u32 = 256;
 
-/// `weight_libs`: the table's `WeightType::libs`, its rows `row_lo .. row_hi` in `layout` (the
-/// LM head's where tied); `scale` multiplies every row (Gemma's sqrt(hidden); 1 for the others).
+/// `weight_libs`: the table's `WeightType::libs`, its rows `row_lo .. row_hi` of `d` values in
+/// `layout` (the weight matrices'); `scale` multiplies every row (Gemma's sqrt(hidden); 1 for
+/// the others).
 pub fn source(weight_libs: &[&str], layout: WeightLayout, d: u32, row_lo: u32, row_hi: u32, scale: f32) -> String {
     let defs = Defs::new()
-        .u32("D", d)
+        .u32("K", d)
         .u32("ROW_LO", row_lo)
         .u32("ROW_HI", row_hi)
         .u32("WG_THREADS", WG_THREADS)
         .f32("SCALE", scale)
-        .u32("K", d)
         .u32("N", row_hi - row_lo)
         .u32("W_GROUP_ROWS", layout.group_rows());
     assemble("embedding", &defs, &[weight_libs, &["lib/weight_rows"]].concat())

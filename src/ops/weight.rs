@@ -190,9 +190,9 @@ pub struct WeightPiece {
 }
 
 /// A matrix `[rows, cols]` (a linear layer's W[out, in], or an embedding table), as row ranges
-/// (`parts`), each in its own storage type and layout (`WeightLayout`): a fused projection whose source tensors
-/// differ in type (llama.cpp's *_M files) keeps every piece as the file stores it, and a weight
-/// larger than one storage binding is split by rows.
+/// (`parts`), each in its own storage type and layout (`WeightLayout`): a fused projection whose
+/// source tensors differ in type (llama.cpp's *_M files) keeps every piece as the file stores
+/// it, and a weight larger than one storage binding is split by rows.
 pub struct Weight {
     pub name: String,
     pub rows: u32,

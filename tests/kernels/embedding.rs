@@ -4,8 +4,8 @@ use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::WeightType;
 
 /// Rows of every part, times the scale (Gemma's sqrt(hidden); 1 for the others), in both
-/// layouts (a table tied to the LM head takes the linear weights'; the grouped one with a partial
-/// last group of rows, and 4-row parts of 1 KiB).
+/// layouts (a table is stored as the weight matrices are; the grouped one with a partial last
+/// group of rows, and 4-row parts of 1 KiB).
 #[test]
 fn gathers_rows_of_every_part() {
     let cases = [(gpu(), WeightType::F16, 8.0f32), (small_binding_gpu(), WeightType::F32, 1.0)];
