@@ -116,7 +116,8 @@ impl Engine {
     /// Runs once every kernel a first greedy request needs (a prompt one row past the GEMV
     /// cores, so the prefill core runs, then two decode steps) and forgets it. A driver that
     /// compiles a pipeline at its first dispatch (lavapipe: seconds for a model's kernels) then
-    /// does so inside the load instead of in the first answer's time to first token.
+    /// does so inside the load instead of in the first answer's time to first token, and the
+    /// compiled pipelines are saved for the next run (`Gpu::save_pipeline_cache`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn warm_up(&mut self) -> Result<()> {
         let context = self.forward.kv.opts.context as usize;
@@ -131,6 +132,9 @@ impl Engine {
             self.generate(&req, |_| true)?;
         }
         self.reset();
+        if let Err(e) = self.gpu.save_pipeline_cache() {
+            eprintln!("warning: {e:#}; the driver's pipelines are not cached for the next run");
+        }
         Ok(())
     }
 

@@ -147,6 +147,37 @@ fn tune_stores_shapes_that_later_runs_use() {
 }
 
 #[test]
+fn the_driver_pipeline_cache_is_kept_and_a_damaged_one_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("llama-f32");
+    let run = || {
+        let args = ["generate", "--model", model.to_str().unwrap(), "--prompt", "Hello", "--max-tokens", "6"];
+        let out = wginfer()
+            .env("XDG_CACHE_HOME", dir.path())
+            .args(args)
+            .args(["--temperature", "0", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ids"].clone()
+    };
+    let ids = run();
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("wginfer"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    // Vulkan has a pipeline cache (lavapipe's holds only its header); GL has none.
+    if std::env::var("WGPU_BACKEND").map_or(true, |b| b.contains("vulkan")) {
+        assert_eq!(files.len(), 1, "{files:?}");
+    }
+    for f in &files {
+        assert!(f.file_name().unwrap().to_str().unwrap().starts_with("wgpu_pipeline_cache_"), "{f:?}");
+        std::fs::write(f, b"not a pipeline cache").unwrap();
+    }
+    assert_eq!(run(), ids, "a damaged cache file changes nothing but the compile time");
+}
+
+#[test]
 fn wginfer_shaders_replaces_embedded_shader_files() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("lib")).unwrap();

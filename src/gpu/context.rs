@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::driver_cache::DriverCache;
 use super::pipelines::PipelineCache;
 
 /// How to pick and configure the adapter.
@@ -74,6 +75,7 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     pub caps: Caps,
     pub(super) pipelines: Mutex<PipelineCache>,
+    pub(super) driver_cache: Option<DriverCache>,
     buffers_created: AtomicU64,
     bytes_allocated: AtomicU64,
     memory_cap: Option<u64>,
@@ -154,7 +156,8 @@ impl Gpu {
             );
         }
         let offered = adapter.features();
-        let mut wanted = wgpu::Features::TIMESTAMP_QUERY
+        let mut wanted = wgpu::Features::PIPELINE_CACHE
+            | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         // Tensor cores through cooperative matrices: only for the configuration the kernel uses
@@ -223,6 +226,7 @@ impl Gpu {
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
             cpu: info.device_type == wgpu::DeviceType::Cpu,
         };
+        let driver_cache = DriverCache::open(&device, &info);
         Ok(Gpu {
             device,
             queue,
@@ -231,12 +235,19 @@ impl Gpu {
             limits,
             caps,
             pipelines: Mutex::new(PipelineCache::default()),
+            driver_cache,
             buffers_created: AtomicU64::new(0),
             bytes_allocated: AtomicU64::new(0),
             memory_cap: opts.memory_cap,
             faults,
             scratch: Mutex::default(),
         })
+    }
+
+    /// Writes the driver's compiled pipelines to the cache directory for the next run (where the
+    /// backend has a pipeline cache); the engine calls it once its kernels are compiled.
+    pub fn save_pipeline_cache(&self) -> Result<()> {
+        self.driver_cache.as_ref().map_or(Ok(()), DriverCache::save)
     }
 
     /// Buffers created on this device so far (tests check that decoding creates none).

@@ -58,7 +58,7 @@ impl Kernel {
                     zero_initialize_workgroup_memory: false,
                     ..Default::default()
                 },
-                cache: None,
+                cache: gpu.driver_cache.as_ref().map(|c| &c.cache),
             })
         });
         if let Some(err) = err {

@@ -54,16 +54,12 @@ fn stack(info: &wgpu::AdapterInfo) -> (String, String) {
     (info.name.clone(), format!("{:?} {} {}", info.backend, info.driver, info.driver_info).trim().to_string())
 }
 
-/// `$WGINFER_TUNE_CACHE`, else `$XDG_CACHE_HOME/wginfer/tune.json`, else
-/// `$HOME/.cache/wginfer/tune.json`.
+/// `$WGINFER_TUNE_CACHE`, else `tune.json` in [`crate::gpu::cache_dir`].
 pub fn default_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("WGINFER_TUNE_CACHE") {
         return Some(p.into());
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("wginfer").join("tune.json"))
+    Some(crate::gpu::cache_dir()?.join("tune.json"))
 }
 
 fn read(path: &Path) -> Result<CacheFile> {
