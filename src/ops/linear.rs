@@ -418,12 +418,18 @@ fn coop_split() -> CoopShape {
 impl LinearConfig {
     /// The heuristic choice for an adapter: subgroup reductions where subgroups exist.
     pub fn for_adapter(caps: &Caps) -> LinearConfig {
-        let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
         let fits = |c: CoopShape| caps.coop_matrix && c.workgroup_bytes() <= caps.max_workgroup_storage;
         let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
         let coop_split = coop.is_some() && fits(coop_split());
         let tiles = if caps.cpu { CPU_TILES } else { Tiles::default() }.or_env();
-        LinearConfig { tiles, subgroups, coop, coop_split, cpu: caps.cpu, int64: caps.int64, ..Default::default() }
+        LinearConfig { tiles, coop, coop_split, ..Self::of_caps(caps) }
+    }
+
+    /// What the adapter alone decides (which cores exist), without reading any knob: enough
+    /// for `has_rows_core`, hence for how weights are stored (`WeightLayout::linear`).
+    pub(crate) fn of_caps(caps: &Caps) -> LinearConfig {
+        let subgroups = caps.subgroup.then_some((caps.min_subgroup_size, caps.max_subgroup_size));
+        LinearConfig { subgroups, cpu: caps.cpu, int64: caps.int64, ..Default::default() }
     }
 
     /// The subgroup size if a `[n, k]` weight of this type is multiplied on tensor cores: every

@@ -153,7 +153,7 @@ pub const GROUP_ROWS: u32 = 16;
 impl WeightLayout {
     /// The layout weight matrices take on this adapter: grouped where the rows core runs them.
     pub fn linear(gpu: &Gpu) -> WeightLayout {
-        Self::for_config(&LinearConfig::for_adapter(&gpu.caps))
+        Self::for_config(&LinearConfig::of_caps(&gpu.caps))
     }
 
     /// The layout for the linear kernels `cfg` builds: grouped where it has the rows core.
