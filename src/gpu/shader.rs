@@ -82,6 +82,16 @@ const FILES: &[(&str, &str)] = &[
     ("probe_launch", include_str!("../../shaders/probe_launch.wgsl")),
 ];
 
+/// A digest of every embedded WGSL file (64-bit FNV-1a over names and texts, in hex): what the
+/// tune cache's entries were measured with, so entries from other kernels are not used.
+pub fn sources_digest() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in FILES.iter().flat_map(|(n, s)| n.bytes().chain(s.bytes()).chain([0])) {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).
 pub fn file_names() -> impl Iterator<Item = &'static str> {
     FILES.iter().map(|(n, _)| *n)

@@ -1,7 +1,9 @@
 //! The GEMV autotune cache: the fastest GEMV shape per (weight shape, type), found by
-//! `wginfer tune` on one adapter, driver and wgpu version, and used by every later load there.
-//! One JSON file holds entries for any number of adapters; an entry for another adapter,
-//! driver or wgpu version is ignored, so a stale cache never picks shapes for the wrong stack.
+//! `wginfer tune` on one adapter, driver and wgpu version with this build's kernels, and used by
+//! every later load there. One JSON file holds entries for any number of adapters; an entry for
+//! another adapter, driver, wgpu version or kernel set (`shader::sources_digest`: a shader or
+//! weight-layout change makes the old timings stale) is ignored, so a stale cache never picks
+//! shapes for the wrong stack.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::linear::GemvShape;
 use super::WeightType;
+use crate::gpu::shader::sources_digest;
 
 /// The wgpu this binary is built with (tests check it against Cargo.lock).
 pub const WGPU_VERSION: &str = "30.0.2";
@@ -46,7 +49,19 @@ struct Entry {
     adapter: String,
     driver: String,
     wgpu: String,
+    /// `shader::sources_digest()` of the build that measured it (absent in older files).
+    #[serde(default)]
+    kernels: String,
     gemv: GemvTable,
+}
+
+impl Entry {
+    fn is_for(&self, adapter: &str, driver: &str) -> bool {
+        self.adapter == adapter
+            && self.driver == driver
+            && self.wgpu == WGPU_VERSION
+            && self.kernels == sources_digest()
+    }
 }
 
 /// What a cache entry is valid for: the adapter, and its backend and driver.
@@ -76,9 +91,7 @@ pub fn load(path: &Path, info: &wgpu::AdapterInfo) -> Result<Option<GemvTable>> 
     }
     let (adapter, driver) = stack(info);
     let file = read(path)?;
-    let Some(entry) =
-        file.entries.into_iter().find(|e| e.adapter == adapter && e.driver == driver && e.wgpu == WGPU_VERSION)
-    else {
+    let Some(entry) = file.entries.into_iter().find(|e| e.is_for(&adapter, &driver)) else {
         return Ok(None);
     };
     for (key, shape) in &entry.gemv {
@@ -88,14 +101,21 @@ pub fn load(path: &Path, info: &wgpu::AdapterInfo) -> Result<Option<GemvTable>> 
 }
 
 /// Merges `table` into this adapter's entry of the cache at `path` (created if absent; entries
-/// of other adapters are kept).
+/// of other adapters and drivers are kept).
 pub fn store(path: &Path, info: &wgpu::AdapterInfo, table: &GemvTable) -> Result<()> {
     let mut file = if path.exists() { read(path)? } else { CacheFile::default() };
     let (adapter, driver) = stack(info);
-    let wgpu = WGPU_VERSION.to_string();
-    match file.entries.iter_mut().find(|e| e.adapter == adapter && e.driver == driver && e.wgpu == wgpu) {
+    // This stack's entries from other kernels or wgpu versions are stale: dropped.
+    file.entries.retain(|e| e.adapter != adapter || e.driver != driver || e.is_for(&adapter, &driver));
+    match file.entries.iter_mut().find(|e| e.is_for(&adapter, &driver)) {
         Some(e) => e.gemv.extend(table.iter().map(|(k, v)| (k.clone(), *v))),
-        None => file.entries.push(Entry { adapter, driver, wgpu, gemv: table.clone() }),
+        None => file.entries.push(Entry {
+            adapter,
+            driver,
+            wgpu: WGPU_VERSION.to_string(),
+            kernels: sources_digest(),
+            gemv: table.clone(),
+        }),
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
