@@ -120,6 +120,9 @@ impl Engine {
     /// compiled pipelines are saved for the next run (`Gpu::save_pipeline_cache`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn warm_up(&mut self) -> Result<()> {
+        // On stderr beside the loader's bar: on lavapipe this is the long part of a first load.
+        let spinner = indicatif::ProgressBar::new_spinner().with_message("compiling kernels (each runs once)");
+        spinner.enable_steady_tick(std::time::Duration::from_millis(100));
         let context = self.forward.kv.opts.context as usize;
         let prompt = (crate::ops::linear::GEMV_MAX_ROWS as usize + 1).min(context.saturating_sub(2));
         if prompt > 0 {
@@ -132,6 +135,7 @@ impl Engine {
             self.generate(&req, |_| true)?;
         }
         self.reset();
+        spinner.finish_and_clear();
         if let Err(e) = self.gpu.save_pipeline_cache() {
             eprintln!("warning: {e:#}; the driver's pipelines are not cached for the next run");
         }

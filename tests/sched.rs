@@ -7,7 +7,7 @@ use std::time::Duration;
 use support::fixture;
 use wginfer::engine::Finish;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{Command, Event, GenRequest, ModelSource, Priority, RequestStats, Worker};
+use wginfer::sched::{Command, Event, GenRequest, LoadStage, ModelSource, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 fn request(id: u64, priority: Priority, max_tokens: usize) -> GenRequest {
@@ -23,9 +23,15 @@ fn request(id: u64, priority: Priority, max_tokens: usize) -> GenRequest {
 fn loaded_worker() -> Worker {
     let w = Worker::spawn();
     w.send(Command::Load(ModelSource::Path(fixture("qwen2-f32")), Box::default()));
+    let mut stages = Vec::new();
     loop {
         match w.events.recv_timeout(Duration::from_secs(120)).expect("load event") {
-            Event::Loaded { .. } => return w,
+            Event::Loading { stage, .. } => stages.push(stage),
+            Event::Loaded { .. } => {
+                // The status line hears what the load is doing as it goes.
+                assert_eq!(stages, [LoadStage::Weights, LoadStage::Kernels]);
+                return w;
+            }
             Event::LoadFailed { error, .. } => panic!("{error}"),
             _ => {}
         }

@@ -12,7 +12,7 @@ use wginfer::gpu::profiler::Timing;
 use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::sched::{Command, Event, GenRequest, Metrics, Priority, RequestStats, Worker};
+use wginfer::sched::{Command, Event, GenRequest, LoadStage, Metrics, Priority, RequestStats, Worker};
 use wginfer::tokenizer::Message;
 
 /// Where `make model` puts the default model.
@@ -69,6 +69,8 @@ pub struct ConsoleApp {
     /// Description of the model in use.
     pub model: Option<String>,
     pub loading: Option<PathBuf>,
+    /// What the load in progress is doing, once the engine thread has said.
+    pub load_stage: Option<LoadStage>,
     pub load_error: Option<String>,
     pub system: String,
     pub input: String,
@@ -115,6 +117,7 @@ impl ConsoleApp {
             model_path: model.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
             model: None,
             loading: None,
+            load_stage: None,
             load_error: None,
             system: String::new(),
             input: String::new(),
@@ -158,6 +161,7 @@ impl ConsoleApp {
     pub fn load(&mut self) {
         self.load_error = None;
         self.loading = Some(PathBuf::from(self.model_path.trim()));
+        self.load_stage = None;
         crate::open::load(self, self.engine_options());
     }
 
@@ -238,7 +242,10 @@ impl ConsoleApp {
         }
         while let Ok(e) = self.worker.events.try_recv() {
             match e {
-                Event::Loading(p) => self.loading = Some(p),
+                Event::Loading { path, stage } => {
+                    self.loading = Some(path);
+                    self.load_stage = Some(stage);
+                }
                 Event::Loaded { description, .. } => {
                     self.loading = None;
                     self.model = Some(description);

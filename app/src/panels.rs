@@ -27,7 +27,10 @@ pub fn draw(app: &mut ConsoleApp, ui: &mut egui::Ui) {
 fn status_line(app: &ConsoleApp, ui: &mut egui::Ui) {
     ui.horizontal(|ui| {
         let state = match (&app.loading, app.active) {
-            (Some(p), _) => format!("loading {}", p.display()),
+            (Some(p), _) => match app.load_stage {
+                Some(stage) => format!("loading {}: {stage}", p.display()),
+                None => format!("loading {}", p.display()),
+            },
             (None, Some(_)) => "generating".to_string(),
             (None, None) if app.model.is_some() => "ready".to_string(),
             _ => "no model".to_string(),
@@ -55,7 +58,8 @@ fn controls(app: &mut ConsoleApp, ui: &mut egui::Ui) {
         }
     });
     if app.loading.is_some() {
-        ui.add(egui::ProgressBar::new(0.0).animate(true).text("loading the model…"));
+        let text = app.load_stage.map_or("loading the model…".to_string(), |stage| format!("{stage}…"));
+        ui.add(egui::ProgressBar::new(0.0).animate(true).text(text));
     }
     if let Some(e) = &app.load_error {
         ui.colored_label(Color32::LIGHT_RED, format!("load failed: {e}"));

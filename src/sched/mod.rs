@@ -10,7 +10,7 @@ pub mod worker;
 
 pub use batch::{BatchOptions, Batcher, SeqEvent};
 pub use sequence::{SeqRequest, SeqStats, TokenLogprobs};
-pub use worker::{Command, Event, GenRequest, Metrics, ModelSource, RequestStats, Worker};
+pub use worker::{Command, Event, GenRequest, LoadStage, Metrics, ModelSource, RequestStats, Worker};
 
 /// Priority classes: interactive requests are admitted and planned first; background ones
 /// fill the rest of each step.

@@ -50,13 +50,15 @@ impl ModelSource {
     }
 
     /// The model on a new device (the page's adapter in a browser); natively with its kernels
-    /// run once (`Engine::warm_up`), so the status line says "loading" while lavapipe compiles
-    /// them rather than the first answer waiting.
-    async fn open(self, opts: &EngineOptions) -> Result<Engine> {
+    /// run once (`Engine::warm_up`), so the status line says "compiling kernels" while lavapipe
+    /// compiles them rather than the first answer waiting. `stage` hears each stage begin.
+    async fn open(self, opts: &EngineOptions, stage: impl Fn(LoadStage)) -> Result<Engine> {
+        stage(LoadStage::Weights);
         let engine = self.open_cold(opts).await?;
         #[cfg(not(target_arch = "wasm32"))]
         let engine = {
             let mut engine = engine;
+            stage(LoadStage::Kernels);
             engine.warm_up()?;
             engine
         };
@@ -148,8 +150,31 @@ pub struct Metrics {
     pub timestamps: bool,
 }
 
+/// What a load is doing, for a status line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadStage {
+    /// Reading the weights onto the device.
+    Weights,
+    /// Running every kernel once, so the driver compiles them now (seconds on lavapipe the
+    /// first time; its shader cache keeps them for later loads).
+    Kernels,
+}
+
+impl std::fmt::Display for LoadStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LoadStage::Weights => "reading weights",
+            LoadStage::Kernels => "compiling kernels",
+        })
+    }
+}
+
 pub enum Event {
-    Loading(PathBuf),
+    /// A load reached `stage`.
+    Loading {
+        path: PathBuf,
+        stage: LoadStage,
+    },
     Loaded {
         path: PathBuf,
         description: String,
@@ -303,8 +328,8 @@ impl EngineLoop {
             Command::Load(..) if self.busy() => self.deferred.push(c),
             Command::Load(source, opts) => {
                 let path = source.path();
-                self.emit(Event::Loading(path.clone()));
-                let loaded = caught(source.open(&opts)).await;
+                let stage = |stage| self.emit(Event::Loading { path: path.clone(), stage });
+                let loaded = caught(source.open(&opts, stage)).await;
                 match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
                         let description = describe(&e);

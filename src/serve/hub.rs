@@ -306,7 +306,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
                 route(id, Piece::Failed(error), true);
             }
             Event::Metrics(m) => shared.metrics.lock().expect("metrics lock").engine(m),
-            Event::Loading(_) | Event::Started { .. } => {}
+            Event::Loading { .. } | Event::Started { .. } => {}
         }
     }
     // The engine thread is gone (it panicked, or was shut down): handlers still waiting get an
