@@ -230,6 +230,24 @@ fn background_prompts_advance_in_small_chunks_beside_interactive_streams() {
 }
 
 #[test]
+fn background_decode_rows_are_bounded_beside_interactive_streams() {
+    // Three background requests decode when an interactive one arrives: with at most one
+    // background decode row a step (as CPU adapters bound them), every step of the interactive
+    // stream's decode holds its row and one background row, the background requests still
+    // finish, and all get the ids they get alone.
+    let longest = longest_prompt();
+    let prompts: Vec<&[u32]> = (0..4).map(|i| &longest[i..i + 5]).collect();
+    let opts = BatchOptions { background_decode_rows: 1, ..Default::default() };
+    let background: Vec<_> = prompts[1..].iter().map(|&p| (p, 12)).collect();
+    let steps = interactive_beside_background(opts, (prompts[0], 12), &background, 3);
+    // The interactive stream's decode steps: after its prompt's, before its last token.
+    let beside: Vec<u32> = steps.iter().filter(|s| (1..12).contains(&s.1)).map(|s| s.0).collect();
+    // Its row and one background row until the background requests are done.
+    assert!(beside.len() == 11 && beside.iter().all(|&r| r <= 2), "{beside:?}");
+    assert_eq!(beside[..8], [2; 8], "{beside:?}");
+}
+
+#[test]
 fn a_step_running_an_interactive_prompt_runs_no_background_rows() {
     // A background request decodes when an interactive prompt arrives: the step that runs the
     // prompt holds its rows only (the background row waits a step, its next token then fed
@@ -248,22 +266,37 @@ fn a_background_request_waiting_past_the_aging_limit_keeps_its_rows() {
 }
 
 /// Rows per step of a background request (a 6-token prompt, 30 tokens) with an interactive one
-/// (20 tokens, 8) arriving at its fifth step; both must get the ids they get alone.
+/// (20 tokens, 8) arriving at its fifth step.
 fn background_beside_an_interactive_prompt(opts: BatchOptions) -> Vec<u32> {
     let longest = longest_prompt();
-    let (document, chat) = (longest[..6].to_vec(), longest[..20].to_vec());
-    let mut e = engine(&fixture("qwen2-f32"), paged(2, None));
-    let want = [alone(&mut e, &document, 30), alone(&mut e, &chat, 8)];
+    let steps = interactive_beside_background(opts, (&longest[..20], 8), &[(&longest[..6], 30)], 5);
+    steps.iter().map(|s| s.0).collect()
+}
+
+/// Background requests (prompt, tokens) submitted at once and an interactive one arriving at
+/// step `arrival`, through a batcher with `opts`; each must get the ids it gets alone. Returns
+/// each step's rows, with the interactive tokens produced by the steps before it and by it.
+fn interactive_beside_background(
+    opts: BatchOptions,
+    interactive: (&[u32], usize),
+    background: &[(&[u32], usize)],
+    arrival: usize,
+) -> Vec<(u32, usize)> {
+    let requests: Vec<(&[u32], usize)> = [interactive].iter().chain(background).copied().collect();
+    let mut e = engine(&fixture("qwen2-f32"), paged(requests.len() as u32, None));
+    let want: Vec<Vec<u32>> = requests.iter().map(|&(p, n)| alone(&mut e, p, n)).collect();
     let mut b = Batcher::new(&mut e, opts);
-    b.submit(SeqRequest { priority: Priority::Background, ..seq_request(0, &document, 30) });
-    let mut got: [Vec<u32>; 2] = Default::default();
-    let mut rows = Vec::new();
+    for (i, &(p, n)) in background.iter().enumerate() {
+        b.submit(SeqRequest { priority: Priority::Background, ..seq_request(i as u64 + 1, p, n) });
+    }
+    let mut got: Vec<Vec<u32>> = vec![Vec::new(); requests.len()];
+    let mut steps = Vec::new();
     for step in 0..1_000 {
-        if step == 5 {
-            b.submit(seq_request(1, &chat, 8));
+        if step == arrival {
+            b.submit(seq_request(0, interactive.0, interactive.1));
         }
+        let before = got[0].len();
         let events = b.step(&mut e).unwrap();
-        rows.push(b.last_rows);
         for ev in events {
             match ev {
                 SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
@@ -271,11 +304,12 @@ fn background_beside_an_interactive_prompt(opts: BatchOptions) -> Vec<u32> {
                 SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
             }
         }
+        steps.push((b.last_rows, before));
         if b.is_idle() {
             break;
         }
     }
     assert!(b.is_idle(), "the batch never finished");
     assert_eq!(got, want);
-    rows
+    steps
 }

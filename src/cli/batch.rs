@@ -108,7 +108,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
         Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
         None => Box::new(std::io::stdout().lock()),
     };
-    let opts = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
+    let opts = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
     let tok = engine.tokenizer.take();
     let context = engine.forward.kv.opts.context as usize;
     let mut batcher = Batcher::new(&mut engine, opts);

@@ -137,7 +137,7 @@ pub(super) fn run(a: &SoakArgs) -> Result<()> {
     let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(a.clients), ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
-    let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..Default::default() };
+    let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
     let mut batcher = Batcher::new(&mut engine, batch);
     let mut clients = Clients {
         rng: Rng(a.seed.max(1)),

@@ -45,9 +45,14 @@ pub(super) struct SweepArgs {
     /// Background clients running alongside the interactive ones.
     #[arg(long, default_value_t = 0)]
     background: u32,
-    /// Most background prompt tokens in a step while an interactive request runs.
-    #[arg(long, default_value_t = BatchOptions::default().background_prompt_tokens)]
-    background_prompt_tokens: u32,
+    /// Most background prompt tokens in a step while an interactive request runs (default: 32
+    /// on GPUs, 4 on CPU adapters).
+    #[arg(long)]
+    background_prompt_tokens: Option<u32>,
+    /// Most background decode rows in a step while an interactive request runs (default:
+    /// unbounded on GPUs, 4 on CPU adapters).
+    #[arg(long)]
+    background_decode_rows: Option<u32>,
     #[arg(long)]
     json: bool,
     #[arg(long)]
@@ -91,10 +96,12 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;
+    let defaults = BatchOptions::for_adapter(&engine.gpu.caps);
     let batch = BatchOptions {
         max_batch_tokens: a.max_batch_tokens,
-        background_prompt_tokens: a.background_prompt_tokens,
-        ..Default::default()
+        background_prompt_tokens: a.background_prompt_tokens.unwrap_or(defaults.background_prompt_tokens),
+        background_decode_rows: a.background_decode_rows.unwrap_or(defaults.background_decode_rows),
+        ..defaults
     };
     let prompt = |i: u64| -> Vec<u32> {
         (0..a.prompt as u64).map(|j| ((j * 7919 + i * 104_729 + 13) % u64::from(vocab)) as u32).collect()

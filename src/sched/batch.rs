@@ -2,8 +2,9 @@
 //! tokens, in each step. Every step takes the decode token of each running sequence and chunks
 //! of the prompts being admitted, up to a token budget; sequences join and leave at every step.
 //! Interactive sequences are admitted first and planned first; background ones fill what is
-//! left (none of their rows in a step that runs an interactive prompt, unless the sequence has
-//! waited past the aging limit for a token), and one waiting longer than the aging limit since
+//! left (none of their rows in a step that runs an interactive prompt, and on CPU adapters at
+//! most a few decode rows beside interactive work, unless the sequence has waited past the
+//! aging limit for a token), and one waiting longer than the aging limit since
 //! it arrived is admitted as if interactive. When the
 //! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
 //! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
@@ -40,13 +41,44 @@ pub struct BatchOptions {
     /// clients with whole chunks, 0.8-1.1 s with 32; docs/PERF.md). Background prompts still
     /// advance by this much per step.
     pub background_prompt_tokens: u32,
+    /// Most background decode rows in a step while an interactive request is running (a
+    /// background sequence past the aging limit is not counted). Unbounded on GPUs, where a
+    /// decode row costs little; `for_adapter` bounds it on CPU adapters, where a step's time
+    /// grows with every row and each interactive token waits for the whole step.
+    pub background_decode_rows: u32,
 }
 
 impl Default for BatchOptions {
     fn default() -> Self {
-        BatchOptions { max_batch_tokens: 512, aging: Duration::from_secs(10), background_prompt_tokens: 32 }
+        BatchOptions {
+            max_batch_tokens: 512,
+            aging: Duration::from_secs(10),
+            background_prompt_tokens: 32,
+            background_decode_rows: u32::MAX,
+        }
     }
 }
+
+impl BatchOptions {
+    /// The defaults for this adapter: on a CPU adapter at most CPU_BACKGROUND_ROWS background
+    /// prompt tokens and as many decode rows in a step beside interactive work.
+    pub fn for_adapter(caps: &crate::gpu::Caps) -> BatchOptions {
+        match caps.cpu {
+            true => BatchOptions {
+                background_prompt_tokens: CPU_BACKGROUND_ROWS,
+                background_decode_rows: CPU_BACKGROUND_ROWS,
+                ..Default::default()
+            },
+            false => BatchOptions::default(),
+        }
+    }
+}
+
+/// Background prompt tokens, and decode rows, per step beside interactive work on CPU adapters.
+/// lavapipe, the default model, 4 interactive clients beside 16 background ones: interactive
+/// inter-token P99 400-613 ms with 32 and 16 (no bound on decode rows), 122 ms with 4 and 4
+/// (66 ms alone); docs/PERF.md.
+pub const CPU_BACKGROUND_ROWS: u32 = 4;
 
 /// What a step did to the requests.
 #[derive(Clone, Debug, PartialEq)]
@@ -400,6 +432,10 @@ impl Batcher {
             self.running.iter().any(|s| s.req.priority == Priority::Interactive && s.awaiting == 0 && s.pending() > 1);
         let (now, aging) = (Instant::now(), self.opts.aging);
         let sits_out = |s: &Sequence| interactive_prompt && token_urgency(s, now, aging) == Priority::Background;
+        // Background decode rows left in this step (bounded while interactive work runs).
+        let interactive_running = self.running.iter().any(|s| s.req.priority == Priority::Interactive);
+        let mut background_rows = if interactive_running { self.opts.background_decode_rows } else { u32::MAX };
+        let counted = |s: &Sequence| token_urgency(s, now, aging) == Priority::Background;
         let continuing = self.in_flight.as_ref().map_or(&[][..], |t| &t.outs[..t.continuing]);
         for &(request, epoch) in continuing {
             let i = self
@@ -408,11 +444,15 @@ impl Batcher {
                 .position(|s| s.req.id == request && s.stats.preemptions == epoch && s.awaiting == 1);
             // Interactive outputs come first (`submit_next`): the rest sit out together.
             let Some(i) = i.filter(|&i| !sits_out(&self.running[i])) else { break };
+            let counts = counted(&self.running[i]);
+            if counts && background_rows == 0 {
+                break;
+            }
             let Some(place) = kv.grow(&mut self.running[i].kv, 1).ok().filter(|_| budget > 0) else { break };
             parts.push(Part { seq: i, rows: 1, place, chosen: true });
             budget -= 1;
+            background_rows -= u32::from(counts);
         }
-        let interactive_running = self.running.iter().any(|s| s.req.priority == Priority::Interactive);
         let mut background_prompt = if interactive_running { self.opts.background_prompt_tokens } else { u32::MAX };
         let mut order: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].awaiting == 0).collect();
         order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
@@ -427,9 +467,13 @@ impl Batcher {
                 continue;
             }
             let background_chunk = seq.req.priority == Priority::Background && seq.pending() > 1;
+            let background_decode = seq.pending() == 1 && counted(seq);
             let mut rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
             if background_chunk {
                 rows = rows.min(background_prompt);
+            }
+            if background_decode {
+                rows = rows.min(background_rows);
             }
             if rows == 0 {
                 continue;
@@ -440,6 +484,9 @@ impl Batcher {
                     budget -= rows;
                     if background_chunk {
                         background_prompt -= rows;
+                    }
+                    if background_decode {
+                        background_rows -= rows;
                     }
                     break;
                 }

@@ -333,7 +333,8 @@ impl EngineLoop {
                 match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
                         let description = describe(&e);
-                        let b = Batcher::new(&mut e, BatchOptions::default());
+                        let opts = BatchOptions::for_adapter(&e.gpu.caps);
+                        let b = Batcher::new(&mut e, opts);
                         self.model = Some((e, b));
                         self.emit(Event::Loaded { path, description });
                     }
