@@ -125,17 +125,17 @@ impl Engine {
         spinner.enable_steady_tick(std::time::Duration::from_millis(100));
         let context = self.forward.kv.opts.context as usize;
         let prompt = (crate::ops::linear::GEMV_MAX_ROWS as usize + 1).min(context.saturating_sub(2));
-        if prompt > 0 {
-            let req = Request {
-                prompt_ids: vec![0; prompt],
-                max_tokens: 2,
-                sampling: SamplingParams::default(),
-                stop_at_eos: false,
-            };
-            self.generate(&req, |_| true)?;
-        }
-        self.reset();
+        let req = Request {
+            prompt_ids: vec![0; prompt],
+            max_tokens: 2,
+            sampling: SamplingParams::default(),
+            stop_at_eos: false,
+        };
+        let ran = if prompt > 0 { self.generate(&req, |_| true).map(drop) } else { Ok(()) };
+        // Cleared before an error is reported, so none is left spinning above it.
         spinner.finish_and_clear();
+        ran?;
+        self.reset();
         if let Err(e) = self.gpu.save_pipeline_cache() {
             eprintln!("warning: {e:#}; the driver's pipelines are not cached for the next run");
         }

@@ -241,10 +241,16 @@ fn background_decode_rows_are_bounded_beside_interactive_streams() {
     let background: Vec<_> = prompts[1..].iter().map(|&p| (p, 12)).collect();
     let steps = interactive_beside_background(opts, (prompts[0], 12), &background, 3);
     // The interactive stream's decode steps: after its prompt's, before its last token.
-    let beside: Vec<u32> = steps.iter().filter(|s| (1..12).contains(&s.1)).map(|s| s.0).collect();
+    let beside: Vec<&Step> = steps.iter().filter(|s| (1..12).contains(&s.interactive_before)).collect();
+    let rows: Vec<u32> = beside.iter().map(|s| s.rows).collect();
     // Its row and one background row until the background requests are done.
-    assert!(beside.len() == 11 && beside.iter().all(|&r| r <= 2), "{beside:?}");
-    assert_eq!(beside[..8], [2; 8], "{beside:?}");
+    assert!(rows.len() == 11 && rows.iter().all(|&r| r <= 2), "{rows:?}");
+    assert_eq!(rows[..8], [2; 8], "{rows:?}");
+    // The one background row goes round: each background request gets tokens beside it.
+    for id in 1..4 {
+        let n = beside.iter().filter(|s| s.tokens.contains(&id)).count();
+        assert!(n >= 2, "request {id}: {n} tokens in {:?}", beside.iter().map(|s| &s.tokens).collect::<Vec<_>>());
+    }
 }
 
 #[test]
@@ -270,18 +276,26 @@ fn a_background_request_waiting_past_the_aging_limit_keeps_its_rows() {
 fn background_beside_an_interactive_prompt(opts: BatchOptions) -> Vec<u32> {
     let longest = longest_prompt();
     let steps = interactive_beside_background(opts, (&longest[..20], 8), &[(&longest[..6], 30)], 5);
-    steps.iter().map(|s| s.0).collect()
+    steps.iter().map(|s| s.rows).collect()
+}
+
+/// A step of `interactive_beside_background`: its rows, the interactive tokens before it, and
+/// the requests it gave a token.
+struct Step {
+    rows: u32,
+    interactive_before: usize,
+    tokens: Vec<u64>,
 }
 
 /// Background requests (prompt, tokens) submitted at once and an interactive one arriving at
-/// step `arrival`, through a batcher with `opts`; each must get the ids it gets alone. Returns
-/// each step's rows, with the interactive tokens produced by the steps before it and by it.
+/// step `arrival` (request 0; the background ones 1, 2, ...), through a batcher with `opts`;
+/// each must get the ids it gets alone.
 fn interactive_beside_background(
     opts: BatchOptions,
     interactive: (&[u32], usize),
     background: &[(&[u32], usize)],
     arrival: usize,
-) -> Vec<(u32, usize)> {
+) -> Vec<Step> {
     let requests: Vec<(&[u32], usize)> = [interactive].iter().chain(background).copied().collect();
     let mut e = engine(&fixture("qwen2-f32"), paged(requests.len() as u32, None));
     let want: Vec<Vec<u32>> = requests.iter().map(|&(p, n)| alone(&mut e, p, n)).collect();
@@ -295,16 +309,19 @@ fn interactive_beside_background(
         if step == arrival {
             b.submit(seq_request(0, interactive.0, interactive.1));
         }
-        let before = got[0].len();
-        let events = b.step(&mut e).unwrap();
-        for ev in events {
+        let interactive_before = got[0].len();
+        let mut tokens = Vec::new();
+        for ev in b.step(&mut e).unwrap() {
             match ev {
-                SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
+                SeqEvent::Token { id, token, .. } => {
+                    got[id as usize].push(token);
+                    tokens.push(id);
+                }
                 SeqEvent::Finished(_) => {}
                 SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
             }
         }
-        steps.push((b.last_rows, before));
+        steps.push(Step { rows: b.last_rows, interactive_before, tokens });
         if b.is_idle() {
             break;
         }

@@ -147,7 +147,7 @@ fn tune_stores_shapes_that_later_runs_use() {
 }
 
 #[test]
-fn the_driver_pipeline_cache_is_kept_and_a_damaged_one_ignored() {
+fn the_driver_pipeline_cache_is_kept_and_a_damaged_one_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let model = fixture("llama-f32");
     let run = || {
@@ -162,19 +162,26 @@ fn the_driver_pipeline_cache_is_kept_and_a_damaged_one_ignored() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["ids"].clone()
     };
+    let files = || -> Vec<PathBuf> {
+        let found = std::fs::read_dir(dir.path().join("wginfer")).map(|d| d.map(|e| e.unwrap().path()).collect());
+        found.unwrap_or_default()
+    };
     let ids = run();
-    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("wginfer"))
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
     // Vulkan has a pipeline cache (lavapipe's holds only its header); GL has none.
-    if std::env::var("WGPU_BACKEND").map_or(true, |b| b.contains("vulkan")) {
-        assert_eq!(files.len(), 1, "{files:?}");
-    }
+    let backend = wginfer::gpu::Gpu::new(&Default::default()).unwrap().info.backend;
+    let files = files();
+    assert_eq!(files.len(), usize::from(backend == wgpu::Backend::Vulkan), "{files:?}");
     for f in &files {
         assert!(f.file_name().unwrap().to_str().unwrap().starts_with("wgpu_pipeline_cache_"), "{f:?}");
-        std::fs::write(f, b"not a pipeline cache").unwrap();
+        std::fs::write(f, b"not a pipeline cache, not even its digest").unwrap();
     }
     assert_eq!(run(), ids, "a damaged cache file changes nothing but the compile time");
+    for f in &files {
+        // Written again: the driver's data after its digest.
+        let bytes = std::fs::read(f).unwrap();
+        let (digest, data) = bytes.split_first_chunk::<8>().unwrap();
+        assert_eq!(u64::from_le_bytes(*digest), wginfer::gpu::cache_files::fnv1a64(data.iter().copied()));
+    }
 }
 
 #[test]

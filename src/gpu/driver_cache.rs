@@ -1,60 +1,60 @@
 //! The driver's pipeline cache (Vulkan's VkPipelineCache, through wgpu), kept on disk between
 //! runs: a driver without a disk cache of its own then does not recompile every kernel at each
 //! load. Backends without one (GL, the browser) and hosts without a cache directory go without.
+//! The file is the cache's data after its FNV-1a digest (8 bytes, little-endian): a file whose
+//! digest does not match is not handed to the driver.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-/// `$XDG_CACHE_HOME/wginfer`, else `$HOME/.cache/wginfer`: the tune cache and the driver's
-/// pipeline cache live there.
-pub fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("wginfer"))
-}
+use super::cache_files::{cache_dir, fnv1a64, write_replacing};
 
 pub(super) struct DriverCache {
     pub(super) cache: wgpu::PipelineCache,
     path: PathBuf,
-    /// Bytes the file held when opened (0: none); `save` skips writing what has not grown.
-    loaded: usize,
+    /// The data the file held when opened (empty: none, or not valid); `save` writes only
+    /// other data.
+    loaded: Vec<u8>,
 }
 
 impl DriverCache {
-    /// The cache for this adapter, primed from its file when there is one. `None` where the
-    /// device lacks PIPELINE_CACHE or there is no cache directory.
+    /// The cache for this adapter, primed from its file when there is a valid one. `None` where
+    /// the device lacks PIPELINE_CACHE or there is no cache directory.
     pub(super) fn open(device: &wgpu::Device, info: &wgpu::AdapterInfo) -> Option<DriverCache> {
         if !device.features().contains(wgpu::Features::PIPELINE_CACHE) {
             return None;
         }
         let path = cache_dir()?.join(wgpu::util::pipeline_cache_key(info)?);
-        let data = std::fs::read(&path).ok();
-        // SAFETY: the data is what `save` wrote for an adapter with this key; wgpu checks its
-        // header (adapter, driver version, length, hash) and `fallback` starts an empty cache
-        // when the check fails, so a stale or damaged file costs only the compile time.
+        let loaded = std::fs::read(&path).ok().and_then(|file| checked(&file).map(<[u8]>::to_vec)).unwrap_or_default();
+        // SAFETY: the data is what `save` wrote for an adapter with this key, its digest
+        // checked; wgpu checks its header (adapter, driver version, length) and `fallback`
+        // starts an empty cache when that check fails, so a stale file costs only compile time.
         let cache = unsafe {
             device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
                 label: Some("wginfer pipelines"),
-                data: data.as_deref(),
+                data: (!loaded.is_empty()).then_some(&loaded[..]),
                 fallback: true,
             })
         };
-        Some(DriverCache { cache, path, loaded: data.map_or(0, |d| d.len()) })
+        Some(DriverCache { cache, path, loaded })
     }
 
-    /// Writes the cache to its file when the driver's data outgrew what was read (written to a
-    /// temporary file and renamed, so a concurrent reader sees the old file or the new one).
+    /// Writes the cache to its file when the driver's data differs from what was read (after a
+    /// driver update wgpu starts an empty cache, whose data replaces the stale file).
     pub(super) fn save(&self) -> Result<()> {
-        let Some(data) = self.cache.get_data() else { return Ok(()) };
-        if data.len() <= self.loaded {
-            return Ok(());
+        match self.cache.get_data() {
+            Some(data) if data != self.loaded => {
+                let file: Vec<u8> = fnv1a64(data.iter().copied()).to_le_bytes().into_iter().chain(data).collect();
+                write_replacing(&self.path, &file)
+            }
+            _ => Ok(()),
         }
-        let dir = self.path.parent().context("pipeline cache path has no directory")?;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tmp = self.path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &data).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path).with_context(|| format!("writing {}", self.path.display()))
     }
+}
+
+/// The data of a cache file whose digest matches it.
+fn checked(file: &[u8]) -> Option<&[u8]> {
+    let (digest, data) = file.split_first_chunk::<8>()?;
+    (u64::from_le_bytes(*digest) == fnv1a64(data.iter().copied())).then_some(data)
 }

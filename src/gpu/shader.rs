@@ -82,14 +82,17 @@ const FILES: &[(&str, &str)] = &[
     ("probe_launch", include_str!("../../shaders/probe_launch.wgsl")),
 ];
 
-/// A digest of every embedded WGSL file (64-bit FNV-1a over names and texts, in hex): what the
-/// tune cache's entries were measured with, so entries from other kernels are not used.
+/// Bump when the Rust side changes what the kernels do or how weights are laid out for them
+/// (shapes, layouts, constants) without a WGSL file changing: `sources_digest` then changes too.
+const KERNELS_EPOCH: u32 = 1;
+
+/// A digest of this build's kernels: every embedded WGSL file (names and texts) and
+/// KERNELS_EPOCH, in hex. The tune cache's entries name it, so timings of other kernels are not
+/// used. `WGINFER_SHADERS` overrides are not in it: that knob is for timing a shader change,
+/// and its tests store entries for the overridden kernels.
 pub fn sources_digest() -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in FILES.iter().flat_map(|(n, s)| n.bytes().chain(s.bytes()).chain([0])) {
-        h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    let texts = FILES.iter().flat_map(|(n, s)| n.bytes().chain(s.bytes()).chain([0]));
+    format!("{:016x}", super::cache_files::fnv1a64(texts.chain(KERNELS_EPOCH.to_le_bytes())))
 }
 
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).

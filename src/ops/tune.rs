@@ -1,9 +1,9 @@
 //! The GEMV autotune cache: the fastest GEMV shape per (weight shape, type), found by
 //! `wginfer tune` on one adapter, driver and wgpu version with this build's kernels, and used by
 //! every later load there. One JSON file holds entries for any number of adapters; an entry for
-//! another adapter, driver, wgpu version or kernel set (`shader::sources_digest`: a shader or
-//! weight-layout change makes the old timings stale) is ignored, so a stale cache never picks
-//! shapes for the wrong stack.
+//! another adapter, driver, wgpu version or kernel set (`shader::sources_digest`: a change of
+//! the shaders, or of KERNELS_EPOCH beside it, makes the old timings stale) is ignored, so a
+//! stale cache never picks shapes for the wrong stack.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::linear::GemvShape;
 use super::WeightType;
+use crate::gpu::cache_files::{cache_dir, write_replacing};
 use crate::gpu::shader::sources_digest;
 
 /// The wgpu this binary is built with (tests check it against Cargo.lock).
@@ -69,12 +70,12 @@ fn stack(info: &wgpu::AdapterInfo) -> (String, String) {
     (info.name.clone(), format!("{:?} {} {}", info.backend, info.driver, info.driver_info).trim().to_string())
 }
 
-/// `$WGINFER_TUNE_CACHE`, else `tune.json` in [`crate::gpu::cache_dir`].
+/// `$WGINFER_TUNE_CACHE`, else `tune.json` in [`cache_dir`].
 pub fn default_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("WGINFER_TUNE_CACHE") {
         return Some(p.into());
     }
-    Some(crate::gpu::cache_dir()?.join("tune.json"))
+    Some(cache_dir()?.join("tune.json"))
 }
 
 fn read(path: &Path) -> Result<CacheFile> {
@@ -117,11 +118,7 @@ pub fn store(path: &Path, info: &wgpu::AdapterInfo, table: &GemvTable) -> Result
             gemv: table.clone(),
         }),
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    // Write beside and rename, so an interrupted tune never leaves a half-written cache.
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&file)?).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing tune cache {}", path.display()))
+    // Through a file renamed over it: an interrupted tune never leaves a half-written cache.
+    write_replacing(path, serde_json::to_string_pretty(&file)?.as_bytes())
+        .with_context(|| format!("writing tune cache {}", path.display()))
 }

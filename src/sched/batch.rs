@@ -60,13 +60,14 @@ impl Default for BatchOptions {
 }
 
 impl BatchOptions {
-    /// The defaults for this adapter: on a CPU adapter at most CPU_BACKGROUND_ROWS background
-    /// prompt tokens and as many decode rows in a step beside interactive work.
+    /// The defaults for this adapter: on a CPU adapter at most CPU_BACKGROUND_PROMPT_TOKENS
+    /// background prompt tokens and CPU_BACKGROUND_DECODE_ROWS background decode rows in a step
+    /// beside interactive work.
     pub fn for_adapter(caps: &crate::gpu::Caps) -> BatchOptions {
         match caps.cpu {
             true => BatchOptions {
-                background_prompt_tokens: CPU_BACKGROUND_ROWS,
-                background_decode_rows: CPU_BACKGROUND_ROWS,
+                background_prompt_tokens: CPU_BACKGROUND_PROMPT_TOKENS,
+                background_decode_rows: CPU_BACKGROUND_DECODE_ROWS,
                 ..Default::default()
             },
             false => BatchOptions::default(),
@@ -74,11 +75,12 @@ impl BatchOptions {
     }
 }
 
-/// Background prompt tokens, and decode rows, per step beside interactive work on CPU adapters.
-/// lavapipe, the default model, 4 interactive clients beside 16 background ones: interactive
-/// inter-token P99 400-613 ms with 32 and 16 (no bound on decode rows), 122 ms with 4 and 4
-/// (66 ms alone); docs/PERF.md.
-pub const CPU_BACKGROUND_ROWS: u32 = 4;
+/// `background_prompt_tokens` and `background_decode_rows` on CPU adapters. lavapipe, the
+/// default model, 4 interactive clients beside 16 background ones: interactive inter-token P99
+/// 372-441 ms with 32 prompt tokens and unbounded decode rows, 121-126 ms with 4 and 4 (64-72
+/// ms alone); docs/PERF.md.
+pub const CPU_BACKGROUND_PROMPT_TOKENS: u32 = 4;
+pub const CPU_BACKGROUND_DECODE_ROWS: u32 = 4;
 
 /// What a step did to the requests.
 #[derive(Clone, Debug, PartialEq)]
@@ -432,10 +434,19 @@ impl Batcher {
             self.running.iter().any(|s| s.req.priority == Priority::Interactive && s.awaiting == 0 && s.pending() > 1);
         let (now, aging) = (Instant::now(), self.opts.aging);
         let sits_out = |s: &Sequence| interactive_prompt && token_urgency(s, now, aging) == Priority::Background;
-        // Background decode rows left in this step (bounded while interactive work runs).
+        // While interactive work runs, background sequences (not past the aging limit) get at
+        // most background_decode_rows decode rows and background_prompt_tokens prompt tokens a
+        // step; the decode rows go to those that have waited longest for a token, so the bound
+        // rotates over them.
         let interactive_running = self.running.iter().any(|s| s.req.priority == Priority::Interactive);
-        let mut background_rows = if interactive_running { self.opts.background_decode_rows } else { u32::MAX };
-        let counted = |s: &Sequence| token_urgency(s, now, aging) == Priority::Background;
+        let bounded = |s: &Sequence| interactive_running && token_urgency(s, now, aging) == Priority::Background;
+        let mut decoding: Vec<usize> = (0..self.running.len())
+            .filter(|&i| bounded(&self.running[i]) && (self.running[i].awaiting == 1 || self.running[i].pending() == 1))
+            .collect();
+        decoding.sort_by_key(|&i| self.running[i].last_token.unwrap_or(self.running[i].arrived));
+        decoding.truncate(self.opts.background_decode_rows as usize);
+        let may_decode: Vec<bool> =
+            (0..self.running.len()).map(|i| !bounded(&self.running[i]) || decoding.contains(&i)).collect();
         let continuing = self.in_flight.as_ref().map_or(&[][..], |t| &t.outs[..t.continuing]);
         for &(request, epoch) in continuing {
             let i = self
@@ -443,17 +454,12 @@ impl Batcher {
                 .iter()
                 .position(|s| s.req.id == request && s.stats.preemptions == epoch && s.awaiting == 1);
             // Interactive outputs come first (`submit_next`): the rest sit out together.
-            let Some(i) = i.filter(|&i| !sits_out(&self.running[i])) else { break };
-            let counts = counted(&self.running[i]);
-            if counts && background_rows == 0 {
-                break;
-            }
+            let Some(i) = i.filter(|&i| !sits_out(&self.running[i]) && may_decode[i]) else { break };
             let Some(place) = kv.grow(&mut self.running[i].kv, 1).ok().filter(|_| budget > 0) else { break };
             parts.push(Part { seq: i, rows: 1, place, chosen: true });
             budget -= 1;
-            background_rows -= u32::from(counts);
         }
-        let mut background_prompt = if interactive_running { self.opts.background_prompt_tokens } else { u32::MAX };
+        let mut background_prompt = self.opts.background_prompt_tokens;
         let mut order: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].awaiting == 0).collect();
         order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
         let mut preempted = Vec::new();
@@ -466,16 +472,12 @@ impl Batcher {
             if sits_out(seq) {
                 continue;
             }
-            let background_chunk = seq.req.priority == Priority::Background && seq.pending() > 1;
-            let background_decode = seq.pending() == 1 && counted(seq);
+            let background_chunk = bounded(seq) && seq.pending() > 1;
             let mut rows = (seq.pending() as u32).min(budget).min(kv.opts.context);
             if background_chunk {
                 rows = rows.min(background_prompt);
             }
-            if background_decode {
-                rows = rows.min(background_rows);
-            }
-            if rows == 0 {
+            if rows == 0 || (seq.pending() == 1 && !may_decode[i]) {
                 continue;
             }
             loop {
@@ -484,9 +486,6 @@ impl Batcher {
                     budget -= rows;
                     if background_chunk {
                         background_prompt -= rows;
-                    }
-                    if background_decode {
-                        background_rows -= rows;
                     }
                     break;
                 }

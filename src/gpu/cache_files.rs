@@ -1,0 +1,37 @@
+//! Files the engine keeps between runs (the tune cache, the driver's pipeline cache): where they
+//! live, how they are written, and the digest that recognises what they were made from (64-bit
+//! FNV-1a: the same on every build and platform, unlike std's hasher).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{Context, Result};
+
+pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// `$XDG_CACHE_HOME/wginfer`, else `$HOME/.cache/wginfer`: the tune cache and the driver's
+/// pipeline cache live there.
+pub fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wginfer"))
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it, renamed over it: a reader sees
+/// the old file or the new one, and writers in other threads or processes never share a
+/// temporary file.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    static WRITES: AtomicU32 = AtomicU32::new(0);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}-{n}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
