@@ -8,12 +8,15 @@ enable wgpu_cooperative_matrix;
 // meet in workgroup memory at the end.
 // Both operands are staged through workgroup memory TK columns at a time (16-byte loads from
 // storage; rows 16 bytes longer than TK, so a fragment's rows fall on different banks); while a
-// stage multiplies, the next one's values are loaded into registers. x arrives as f16 rows (ops/input_f16 wrote them, RMS-normalized where
-// the kernel has a norm); W's values come from lib/coop_w_* (f16 as stored, or dequantized).
+// stage multiplies, the next one's values are loaded into registers. The stage is an array of
+// vec4<f16>, so each 8 values go in as two 8-byte stores (eight 2-byte ones made H200 prefill
+// 512 22% slower), and the fragment loads' indices and strides count vec4s. x arrives as f16
+// rows (ops/input_f16 wrote them, RMS-normalized where the kernel has a norm); W's values come from lib/coop_w_* (f16 as stored, or dequantized).
 // A finished fragment goes through workgroup memory once more so the kernel's store_pair (bias,
 // RoPE, SwiGLU, residual) sees plain (m, n) pairs.
 // Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_w_*:
-// w_vals(e); step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), SGM, SGN, SGK, TM = 32 * SGM, TN = 32 * SGN,
+// w_vals(e); step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), SGM, SGN, SGK,
+// TM = 32 * SGM, TN = 32 * SGN,
 // TK (a multiple of 16 * SGK),
 // SG (the subgroup size), WG_THREADS = SGM * SGN * SGK * SG.
 // x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
@@ -29,12 +32,14 @@ struct H8 {
 const RS: u32 = TK + 8u;
 // The W rows of a stage start after its TM x rows.
 const W_BASE: u32 = TM * RS;
+// vec4s in 16 staged rows: one fragment's rows.
+const FRAG: u32 = 4u * RS;
 // 8-value chunks per stage, and per thread.
 const CHUNKS: u32 = (TM + TN) * (TK / 8u);
 const LOADS: u32 = (CHUNKS + WG_THREADS - 1u) / WG_THREADS;
 const SUBGROUPS: u32 = SGM * SGN * SGK;
 
-var<workgroup> stage: array<f16, (TM + TN) * RS>;
+var<workgroup> stage: array<vec4<f16>, (TM + TN) * RS / 4u>;
 // One 16 x 16 f32 fragment per subgroup, for the k shares' sums and the stores.
 var<workgroup> frag: array<f32, SUBGROUPS * 256u>;
 
@@ -78,16 +83,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var j = 0u; j < LOADS; j++) {
             let i = tid + j * WG_THREADS;
             if (i < CHUNKS) {
-                let b = (i / (TK / 8u)) * RS + (i % (TK / 8u)) * 8u;
-                let v = next[j];
-                stage[b] = v.lo.x;
-                stage[b + 1u] = v.lo.y;
-                stage[b + 2u] = v.lo.z;
-                stage[b + 3u] = v.lo.w;
-                stage[b + 4u] = v.hi.x;
-                stage[b + 5u] = v.hi.y;
-                stage[b + 6u] = v.hi.z;
-                stage[b + 7u] = v.hi.w;
+                let b = ((i / (TK / 8u)) * RS + (i % (TK / 8u)) * 8u) / 4u;
+                stage[b] = next[j].lo;
+                stage[b + 1u] = next[j].hi;
             }
         }
         workgroupBarrier();
@@ -101,12 +99,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var t = 0u; t < TK / 16u / SGK; t++) {
             let kk = (t * SGK + ks) * 16u;
             // Every index and stride is a `let` of its own: naga's coop loads need them
-            // evaluated first.
-            let stride = RS;
-            let pa = bm * RS + kk;
-            let pa1 = pa + 16u * RS;
-            let pb = W_BASE + bn * RS + kk;
-            let pb1 = pb + 16u * RS;
+            // evaluated first. Indices and the stride count vec4s (FRAG: 16 rows of them).
+            let stride = RS / 4u;
+            let pa = (bm * RS + kk) / 4u;
+            let pa1 = pa + FRAG;
+            let pb = (W_BASE + bn * RS + kk) / 4u;
+            let pb1 = pb + FRAG;
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&stage[pa], stride);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&stage[pa1], stride);
             let b0 = coopLoad<coop_mat16x16<f16, B>>(&stage[pb], stride);
