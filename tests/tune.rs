@@ -56,13 +56,13 @@ fn entries_are_kept_per_adapter() {
     assert!(text.contains(WGPU_VERSION));
     // Entries measured with other kernels (or written before entries named them) are stale.
     let digest = wginfer::gpu::shader::sources_digest();
-    assert_eq!(text.matches(&digest).count(), 2, "{text}");
+    assert_eq!(text.matches(digest).count(), 2, "{text}");
     std::fs::write(&path, text.replacen(&format!("\"kernels\": \"{digest}\","), "", 1)).unwrap();
     assert_eq!(load(&path, &a).unwrap(), None, "an entry without a kernel digest");
     assert_eq!(load(&path, &b).unwrap(), Some(table(128)));
     store(&path, &a, &table(16)).unwrap();
     assert_eq!(load(&path, &a).unwrap(), Some(table(16)), "the stale entry is replaced, not merged");
-    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace(&digest, "0123456789abcdef")).unwrap();
+    std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace(digest, "0123456789abcdef")).unwrap();
     assert_eq!(load(&path, &a).unwrap(), None, "an entry of other kernels");
     assert_eq!(load(&path, &b).unwrap(), None, "an entry of other kernels");
 }

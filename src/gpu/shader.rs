@@ -87,12 +87,15 @@ const FILES: &[(&str, &str)] = &[
 const KERNELS_EPOCH: u32 = 1;
 
 /// A digest of this build's kernels: every embedded WGSL file (names and texts) and
-/// KERNELS_EPOCH, in hex. The tune cache's entries name it, so timings of other kernels are not
-/// used. `WGINFER_SHADERS` overrides are not in it: that knob is for timing a shader change,
-/// and its tests store entries for the overridden kernels.
-pub fn sources_digest() -> String {
-    let texts = FILES.iter().flat_map(|(n, s)| n.bytes().chain(s.bytes()).chain([0]));
-    format!("{:016x}", super::cache_files::fnv1a64(texts.chain(KERNELS_EPOCH.to_le_bytes())))
+/// KERNELS_EPOCH, in hex, computed once. The tune cache's entries name it, so timings of other
+/// kernels are not used. `WGINFER_SHADERS` overrides are not in it: that knob is for timing a
+/// shader change, and its tests store entries for the overridden kernels.
+pub fn sources_digest() -> &'static str {
+    static DIGEST: OnceLock<String> = OnceLock::new();
+    DIGEST.get_or_init(|| {
+        let texts = FILES.iter().flat_map(|(n, s)| n.bytes().chain(s.bytes()).chain([0]));
+        format!("{:016x}", super::cache_files::fnv1a64(texts.chain(KERNELS_EPOCH.to_le_bytes())))
+    })
 }
 
 /// Names of every WGSL file under shaders/ (tests check each one is listed here).

@@ -114,7 +114,7 @@ pub fn store(path: &Path, info: &wgpu::AdapterInfo, table: &GemvTable) -> Result
             adapter,
             driver,
             wgpu: WGPU_VERSION.to_string(),
-            kernels: sources_digest(),
+            kernels: sources_digest().to_string(),
             gemv: table.clone(),
         }),
     }

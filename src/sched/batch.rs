@@ -433,13 +433,13 @@ impl Batcher {
         let interactive_prompt =
             self.running.iter().any(|s| s.req.priority == Priority::Interactive && s.awaiting == 0 && s.pending() > 1);
         let (now, aging) = (Instant::now(), self.opts.aging);
-        let sits_out = |s: &Sequence| interactive_prompt && token_urgency(s, now, aging) == Priority::Background;
         // While interactive work runs, background sequences (not past the aging limit) get at
         // most background_decode_rows decode rows and background_prompt_tokens prompt tokens a
-        // step; the decode rows go to those that have waited longest for a token, so the bound
-        // rotates over them.
+        // step, and none in a step that runs an interactive prompt; the decode rows go to those
+        // that have waited longest for a token, so the bound rotates over them.
         let interactive_running = self.running.iter().any(|s| s.req.priority == Priority::Interactive);
         let bounded = |s: &Sequence| interactive_running && token_urgency(s, now, aging) == Priority::Background;
+        let sits_out = |s: &Sequence| interactive_prompt && bounded(s);
         let mut decoding: Vec<usize> = (0..self.running.len())
             .filter(|&i| bounded(&self.running[i]) && (self.running[i].awaiting == 1 || self.running[i].pending() == 1))
             .collect();
