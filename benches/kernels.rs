@@ -6,10 +6,12 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::kv::KvType;
 use wginfer::model::synthetic::{random_gpu_weight, random_values};
 use wginfer::model::tensor::DType;
 use wginfer::ops::argmax::Argmax;
-use wginfer::ops::attention::{AttnBuffers, AttnOptions};
+use wginfer::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep};
+use wginfer::ops::attention_coop;
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
 use wginfer::ops::input_f16::InputF16;
@@ -60,14 +62,26 @@ fn kernels(c: &mut Criterion) {
     let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
     let kv = buffer(&gpu, &values((512 * heads.kv_dim()) as usize));
     // One decode token at position 511 of a 512-position ring slot.
-    let plan = Plan::one_sequence(&gpu, 512, 1, 511, 0).unwrap();
+    let plan = Plan::one_sequence(&gpu, 512, 1, 511, 0, 0).unwrap();
     let q = buffer(&gpu, &values(heads.q_dim() as usize));
     let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
-    let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, o: &o, plan: &plan };
+    let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o, plan: &plan };
     let plain = AttentionPlain::new(&gpu, &heads, AttnOptions::full(&heads), 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
     let flash = AttentionFlash::new(&gpu, &heads, AttnOptions::full(&heads), &b).unwrap();
     bench(c, &gpu, "attention_flash ctx 512", |p| flash.record(p, 1, 512));
+    // A 64-token prompt in a 512-position slot, on the kernel the router picks for it
+    // (attention_coop where the adapter has tensor cores).
+    let rows = 64;
+    let q_rows = buffer(&gpu, &values((rows * heads.q_dim()) as usize));
+    let o_rows = gpu.storage("o", u64::from(rows * heads.q_dim()) * 4).unwrap();
+    let tile_rows = attention_coop::tile_rows(&gpu.caps, heads.head_dim);
+    let prompt = Plan::one_sequence(&gpu, 512, rows, 0, 0, tile_rows).unwrap();
+    let b = AttnBuffers { q: &q_rows, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o_rows, plan: &prompt };
+    let att = Attention::new(&gpu, &heads, AttnOptions::full(&heads), 512, &b).unwrap();
+    let step = AttnStep { rows, context: rows, tiles: prompt.tiles };
+    let kind = att.route(step);
+    bench(c, &gpu, &format!("{} {rows} rows", kind.kernel_name()), |p| att.record(p, kind, step));
     let gamma = buffer(&gpu, &values(k));
     let norm_bufs = NormBuffers { x: &x, gamma: &gamma, y: &y };
     let norm = RmsNorm::new(&gpu, k as u32, 1e-6, NormRows::All, &norm_bufs).unwrap();

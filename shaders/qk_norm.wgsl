@@ -3,11 +3,12 @@
 // rope(h / sqrt(mean(h^2) + EPS) * weight). One workgroup per (row, head): workgroup y < HQ is
 // q head y of row x, the others the row's k heads in its KV slot (lib/plan). Heads are in
 // qkv_rope's pair-adjacent order, and so is the weight: HD values for q, then HD for k.
+// The K cache holds pairs as lib/kv_pair_* says.
 // Constants: QN = HQ*HD, KVN = HKV*HD, HD, EPS, WG_THREADS; lib/plan's.
 @group(0) @binding(0) var<storage, read> norm_w: array<f32>;
 @group(0) @binding(1) var<storage, read> inv_freq: array<f32>;
 @group(0) @binding(2) var<storage, read_write> q: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(3) var<storage, read_write> k_cache: array<KvPair>;
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 
 const PAIRS: u32 = HD / 2u;
@@ -16,7 +17,7 @@ fn load_pair(is_q: bool, at: u32) -> vec2<f32> {
     if (is_q) {
         return vec2<f32>(q[at], q[at + 1u]);
     }
-    return vec2<f32>(k_cache[at], k_cache[at + 1u]);
+    return kv_unpair(k_cache[at / 2u]);
 }
 
 @compute @workgroup_size(WG_THREADS)
@@ -43,8 +44,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             q[at + 2u * i] = r.x;
             q[at + 2u * i + 1u] = r.y;
         } else {
-            k_cache[at + 2u * i] = r.x;
-            k_cache[at + 2u * i + 1u] = r.y;
+            k_cache[at / 2u + i] = kv_pair(r);
         }
     }
 }

@@ -9,6 +9,7 @@
 // normalizes and rotates them in place.
 // A weight whose q/k/v rows differ in type (or that spans several bindings) is one dispatch per
 // part: this one's N rows start at row N_OFFSET of the fused weight.
+// K and V are stored as lib/kv_pair_* says (f32 or f16 pairs).
 // Constants: QN = HQ*HD, KVN = HKV*HD, HD, HAS_BIAS, QK_NORM, N_OFFSET; lib/plan's.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> x: array<XElem>;
@@ -16,8 +17,8 @@
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> inv_freq: array<f32>;
 @group(0) @binding(5) var<storage, read_write> q: array<f32>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<KvPair>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<KvPair>;
 @group(0) @binding(8) var<storage, read> plan: array<u32>;
 
 // The pair of head column n (even) at pos, as this kernel stores it.
@@ -42,12 +43,8 @@ fn store_pair(m: u32, part_n: u32, v0: f32, v1: f32) {
         q[m * QN + n + 1u] = r.y;
     } else if (n < QN + KVN) {
         let r = rotate(v, pos, n - QN);
-        let i = slot * KVN + n - QN;
-        k_cache[i] = r.x;
-        k_cache[i + 1u] = r.y;
+        k_cache[(slot * KVN + n - QN) / 2u] = kv_pair(r);
     } else {
-        let i = slot * KVN + n - QN - KVN;
-        v_cache[i] = v.x;
-        v_cache[i + 1u] = v.y;
+        v_cache[(slot * KVN + n - QN - KVN) / 2u] = kv_pair(v);
     }
 }

@@ -7,6 +7,7 @@ mod support;
 use serde_json::Value;
 use support::{check_cases, fixture, golden, ids, logit_tolerance, messages};
 use wginfer::engine::{Engine, EngineOptions, Request};
+use wginfer::kv::{KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 
@@ -59,6 +60,19 @@ fn qwen3_bf16_matches_transformers() {
 #[test]
 fn gemma3_bf16_matches_transformers() {
     check_model("gemma3-bf16", &EngineOptions::default());
+}
+
+/// K and V stored as f16 (`--kv-type f16`): the same greedy ids, logits within the tolerance of
+/// a GPU's f16 tensor-core arithmetic; Mistral, Qwen3 (its q/k norm rewrites K in the cache) and
+/// Gemma 3 (local layers' windows).
+#[test]
+fn f16_kv_caches_match_transformers_too() {
+    let kv = KvOptions { dtype: KvType::F16, ..Default::default() };
+    let opts = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
+    for name in ["mistral-f16", "qwen3-bf16", "gemma3-bf16"] {
+        let mut engine = Engine::load(&fixture(name), &opts).unwrap();
+        check_cases(&mut engine, &golden(name), 5e-2, usize::MAX, &format!("{name}, f16 KV"));
+    }
 }
 
 #[test]

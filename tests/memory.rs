@@ -4,7 +4,8 @@ mod support;
 
 use serde_json::Value;
 use wginfer::engine::{Engine, EngineOptions, Finish, Generation, Request};
-use wginfer::kv::KvOptions;
+use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::kv::{KvCache, KvLayout, KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::ops::attention::{AttnKind, DEFAULT_THRESHOLD};
 use wginfer::sampling::SamplingParams;
@@ -77,6 +78,11 @@ fn full_context_stops_without_sliding_window() {
     assert_eq!(g.ids.len(), 11); // positions 30..=39 are filled by 10 steps; the 11th id has no room
 }
 
+/// The kernels a prompt's many rows may take instead of the plain or flash one.
+fn prompt_kernel(k: AttnKind) -> bool {
+    matches!(k, AttnKind::Coop | AttnKind::Grouped)
+}
+
 #[test]
 fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
     // A 30-token prompt and 100 ids in a 40-slot ring: positions up to 129, three wraps.
@@ -92,7 +98,9 @@ fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
         let (g, want, kinds) = generate_case(&mut e, &case);
         assert_eq!(g.finish, Finish::Length);
         assert_eq!(g.ids, want, "{kernel:?}: sliding-window greedy ids");
-        assert!(kinds.iter().all(|&k| k == kernel), "{kernel:?} expected, steps used {kinds:?}");
+        // The prompt's step may run on tensor cores or grouped heads where the adapter has them.
+        let scalar: Vec<AttnKind> = kinds.iter().copied().filter(|&k| !prompt_kernel(k)).collect();
+        assert!(scalar.iter().all(|&k| k == kernel), "{kernel:?} expected, steps used {kinds:?}");
     }
 }
 
@@ -105,6 +113,19 @@ fn decode_crossing_the_attention_threshold_matches_the_reference() {
     let mut e = engine(ForwardOptions { attn_threshold, ..Default::default() });
     let (g, want, kinds) = generate_case(&mut e, &case);
     assert_eq!(g.ids, want, "greedy ids across the threshold");
-    assert_eq!(kinds.first(), Some(&AttnKind::Plain));
-    assert_eq!(kinds.last(), Some(&AttnKind::Flash));
+    // The prompt's step may run on tensor cores or grouped heads; one decode row does not.
+    let scalar: Vec<AttnKind> = kinds.iter().copied().filter(|&k| !prompt_kernel(k)).collect();
+    assert_eq!(scalar.first(), Some(&AttnKind::Plain));
+    assert_eq!(scalar.last(), Some(&AttnKind::Flash));
+}
+
+#[test]
+fn f16_values_fit_twice_the_blocks_in_the_same_memory() {
+    let gpu = Gpu::new(&GpuOptions::default()).unwrap();
+    let opts = KvOptions { layout: KvLayout::Paged, memory: Some(8 << 20), ..Default::default() };
+    let f32_pool = KvCache::new(&gpu, 4, 128, opts).unwrap();
+    let f16_pool = KvCache::new(&gpu, 4, 128, KvOptions { dtype: KvType::F16, ..opts }).unwrap();
+    // 8 MiB over 4 layers of K and V, 16 positions of 128 values a block: 128 blocks of f32.
+    assert_eq!((f32_pool.n_blocks, f16_pool.n_blocks), (128, 256));
+    assert_eq!(f16_pool.layers[0].0.size(), f32_pool.layers[0].0.size());
 }

@@ -2,6 +2,7 @@
 //! file under shaders/ is one the engine embeds.
 
 use wginfer::gpu::shader::{file_names, Defs};
+use wginfer::kv::KvType;
 use wginfer::model::config::Activation;
 use wginfer::ops::attention::{AttnOptions, DEFAULT_THRESHOLD};
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
@@ -10,8 +11,8 @@ use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::swiglu::GateUpRows;
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{
-    argmax, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read, qk_norm,
-    qkv_rope, rmsnorm, sample, swiglu, WeightType,
+    argmax, attention_coop, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read,
+    qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -38,12 +39,12 @@ fn every_kernel_variant_validates() {
         .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
         .collect();
     let heads = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
-    let plan = PlanLayout { max_rows: 512, max_seqs: 64, max_outs: 64, max_blocks: 256, block: 16 };
+    let plan = PlanLayout { max_rows: 512, max_seqs: 64, max_outs: 64, max_blocks: 256, block: 16, tile_rows: 32 };
     for ty in WeightType::ALL {
         let linear: [(&str, Defs); 7] = [
             ("matmul", matmul::defs(true, 896, 0)),
-            ("qkv_rope", qkv_rope::defs(&heads, &plan, true, false, 0)),
-            ("qkv_rope", qkv_rope::defs(&heads, &plan, false, true, 1152)),
+            ("qkv_rope", qkv_rope::defs(&heads, &plan, KvType::F32, true, false, 0)),
+            ("qkv_rope", qkv_rope::defs(&heads, &plan, KvType::F16, false, true, 1152)),
             ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::Silu)),
             ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::GeluTanh)),
             ("swiglu", swiglu::defs(1152, GateUpRows::Gate, 0, Activation::Silu)),
@@ -68,7 +69,9 @@ fn every_kernel_variant_validates() {
     validate("rmsnorm", &rmsnorm::source(896, 1e-6, None, false));
     validate("rmsnorm added", &rmsnorm::source(896, 1e-6, None, true));
     for head_dim in [16, 128, 256] {
-        validate("qk_norm", &qk_norm::source(&HeadShape { head_dim, ..heads }, 1e-6, &plan));
+        for kv in [KvType::F32, KvType::F16] {
+            validate("qk_norm", &qk_norm::source(&HeadShape { head_dim, ..heads }, 1e-6, &plan, kv));
+        }
     }
     validate("input_f16", &input_f16::source(896, None));
     validate("input_f16 normalized", &input_f16::source(896, Some(1e-6)));
@@ -84,15 +87,25 @@ fn every_kernel_variant_validates() {
             &probe_launch::source(&probe_launch::LaunchShape { workgroups: 1, threads: 64, read_step }, 1),
         );
     }
-    for opts in [AttnOptions::full(&heads), AttnOptions { scale: 0.2, window: Some(512) }] {
+    let caches =
+        [(AttnOptions::full(&heads), KvType::F32), (AttnOptions { scale: 0.2, window: Some(512) }, KvType::F16)];
+    for (opts, kv) in caches {
         let shapes = [(256, 1, false, false), (256, 2, true, false), (256, 4, true, false), (16, 4, true, true)];
         for (threads, score_lanes, subgroups, kv_u64) in shapes {
             let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv_u64 };
-            validate("attention_plain", &attention_plain::source(&heads, opts, &plan, DEFAULT_THRESHOLD, shape));
+            for kernel in ["attention_plain", "attention_grouped"] {
+                validate(kernel, &attention_plain::source(kernel, &heads, opts, &plan, kv, DEFAULT_THRESHOLD, shape));
+            }
         }
         for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {
             let shape = attention_flash::FlashShape { score_lanes, subgroups, kv_u64 };
-            validate("attention_flash", &attention_flash::source(&heads, opts, &plan, shape));
+            validate("attention_flash", &attention_flash::source(&heads, opts, &plan, kv, shape));
+        }
+        // Tensor cores: the default shapes' sizes, subgroups of 32 and 64, a wide head.
+        for (subgroups, bc, sg, head_dim) in [(2, 64, 32, 64), (4, 32, 32, 64), (1, 32, 64, 128), (2, 32, 32, 128)] {
+            let shape = attention_coop::CoopAttnShape { subgroups, bc, sg };
+            let h = HeadShape { head_dim, ..heads };
+            validate("attention_coop", &attention_coop::source(&h, opts, &plan, kv, shape));
         }
     }
 }

@@ -9,7 +9,7 @@ use web_time::Instant;
 use eframe::egui;
 use wginfer::engine::EngineOptions;
 use wginfer::gpu::profiler::Timing;
-use wginfer::kv::{KvLayout, KvOptions};
+use wginfer::kv::{KvLayout, KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{Command, Event, GenRequest, LoadStage, Metrics, Priority, RequestStats, Worker};
@@ -26,6 +26,7 @@ const CONSOLE_KV: KvOptions = KvOptions {
     blocks: None,
     memory: Some(256 << 20),
     sliding_window: false,
+    dtype: KvType::F32,
 };
 
 /// The default model: where `make model` puts it, or in a page its URL beside the page (`make

@@ -139,6 +139,8 @@ fn engine_panels(app: &ConsoleApp, ui: &mut egui::Ui) {
     } else {
         let attn = match app.metrics.attention {
             Some(AttnKind::Flash) => "flash",
+            Some(AttnKind::Coop) => "tensor-core flash",
+            Some(AttnKind::Grouped) => "grouped heads",
             _ => "plain",
         };
         ui.label(format!("attention kernel: {attn}"));

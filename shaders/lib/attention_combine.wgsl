@@ -4,14 +4,6 @@
 // iteration; combine_parts adds the groups and writes o = sum / denominator.
 const D4: u32 = HD / 4u;
 
-// The oldest position a row at pos attends to: the oldest its sequence holds (kv_lo), and with a
-// WINDOW (a local layer's sliding window, 0 for none) the last WINDOW positions only.
-fn attend_lo(kv_lo: u32, pos: u32) -> u32 {
-    if (WINDOW > 0u && pos + 1u > WINDOW) {
-        return max(kv_lo, pos + 1u - WINDOW);
-    }
-    return kv_lo;
-}
 const PARTS: u32 = WG_THREADS / D4;
 
 var<workgroup> partial: array<vec4<f32>, WG_THREADS>;

@@ -2,11 +2,13 @@
 // keys and values live, and which rows produce logits. One storage buffer of u32 words, written
 // before each submit (src/model/plan.rs); the kernel declares it as `plan`.
 // Layout: rows at 0 (sequence, position per row); sequences at SEQS_AT (kv_lo, table offset,
-// table length, pad per sequence slot); output rows at OUTS_AT; block tables at TABLES_AT.
+// table length, pad per sequence slot); output rows at OUTS_AT; block tables at TABLES_AT;
+// query tiles at TILES_AT (first row, row count per tile: consecutive rows of one sequence at
+// consecutive positions, at most the layout's tile_rows of them; attention_coop's workgroups).
 // A position p of a sequence lives in physical block table[(p / BLOCK) % length], slot
 // p % BLOCK of it: a paged sequence's table lists its blocks in order; a ring slot is one block
 // of BLOCK = context positions, so positions wrap in it (the sliding window).
-// Constants: SEQS_AT, OUTS_AT, TABLES_AT, BLOCK.
+// Constants: SEQS_AT, OUTS_AT, TABLES_AT, TILES_AT, BLOCK.
 
 fn row_seq(t: u32) -> u32 {
     return plan[2u * t];
@@ -52,4 +54,13 @@ fn kv_slot(s: u32, pos: u32) -> u32 {
 // The step row whose logits output i holds.
 fn out_row(i: u32) -> u32 {
     return plan[OUTS_AT + i];
+}
+
+// The first row of query tile i, and its row count.
+fn tile_first_row(i: u32) -> u32 {
+    return plan[TILES_AT + 2u * i];
+}
+
+fn tile_rows(i: u32) -> u32 {
+    return plan[TILES_AT + 2u * i + 1u];
 }

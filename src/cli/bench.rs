@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::bench_ops::{self, random_f32, upload};
+use super::KvTypeArg;
 use crate::engine::{Engine, EngineOptions, Request};
 use crate::gpu::profiler::{Part, Profiler, Span};
 use crate::gpu::{Gpu, GpuOptions};
@@ -106,6 +107,9 @@ struct E2eArgs {
     /// of the last prefill of each length and of the last decode step to stderr.
     #[arg(long)]
     profile: bool,
+    /// How K and V values are stored.
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F32)]
+    kv_type: KvTypeArg,
 }
 
 #[derive(Args, Debug)]
@@ -191,7 +195,7 @@ fn e2e(a: &E2eArgs) -> Result<()> {
     // Every prompt length the runs take: the prefills' and the depths' contexts.
     let prompt_lens: Vec<usize> = a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))).collect();
     let longest = prompt_lens.iter().copied().max().unwrap_or(16);
-    let kv = KvOptions { context: (longest + a.decode + 16) as u32, ..Default::default() };
+    let kv = KvOptions { context: (longest + a.decode + 16) as u32, dtype: a.kv_type.kv_type(), ..Default::default() };
     let forward = ForwardOptions { kv, profile: a.profile, attn_threshold: a.attn_threshold, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;

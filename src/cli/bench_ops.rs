@@ -1,6 +1,7 @@
 //! `wginfer bench kernels`, everything but the GEMV table: the adapter's measured limits first
 //! (read bandwidth from `probe_read`, matmul throughput from the prefill core at a large
-//! square shape), then attention (plain and flash at contexts 128 .. 16384), RMSNorm, embedding
+//! square shape), then attention (plain and flash at contexts 128 .. 16384 for a decode token,
+//! the router's pick for a prompt step), RMSNorm, embedding
 //! gather, fused QKV + RoPE and SwiGLU (decode), the prefill matmul core, argmax and sampling,
 //! at the shapes of real models; each with GB/s or TFLOP/s and its % of the measured limit.
 
@@ -10,12 +11,15 @@ use serde_json::json;
 use super::bench::{time_dispatches, CHAIN};
 use crate::gpu::profiler::Profiler;
 use crate::gpu::Gpu;
+use crate::kv::KvType;
 use crate::model::config::Activation;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::{AttnBuffers, AttnOptions};
+use crate::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep, DEFAULT_THRESHOLD};
+use crate::ops::attention_coop;
 use crate::ops::attention_flash::AttentionFlash;
+use crate::ops::attention_grouped::AttentionGrouped;
 use crate::ops::attention_plain::{self, AttentionPlain};
 use crate::ops::embedding::Embedding;
 use crate::ops::input_f16::InputF16;
@@ -140,6 +144,17 @@ pub(super) fn random_f32(n: usize, seed: u64) -> Vec<f32> {
     synthetic::random_values(n, 1.0, seed)
 }
 
+/// `v` as a K or V cache of `kv` values.
+fn upload_kv(gpu: &Gpu, label: &str, v: &[f32], kv: KvType) -> Result<wgpu::Buffer> {
+    match kv {
+        KvType::F32 => upload(gpu, label, v),
+        KvType::F16 => {
+            let h: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+            gpu.storage_from(label, bytemuck::cast_slice(&h))
+        }
+    }
+}
+
 pub(super) fn upload(gpu: &Gpu, label: &str, v: &[f32]) -> Result<wgpu::Buffer> {
     gpu.storage_from(label, bytemuck::cast_slice(v))
 }
@@ -237,7 +252,8 @@ fn matmul_case<'a>(
     Ok((row, flops as f64 / median_ns / 1e3))
 }
 
-/// Times memory-bound kernels and prints their rows.
+/// Times kernels and prints their rows (against the bandwidth limit, or the matmul limit where
+/// a row gives its flops).
 struct Reporter<'a> {
     gpu: &'a Gpu,
     prof: &'a mut Profiler,
@@ -252,12 +268,12 @@ impl Reporter<'_> {
         kernel: &str,
         model: &str,
         shape: String,
-        bytes: u64,
+        (bytes, flops): (u64, u64),
         record: &dyn Fn(&mut wgpu::ComputePass<'_>),
     ) -> Result<()> {
         let (median_ns, spread_ns) =
             time_dispatches(self.gpu, self.prof, (self.reps, CHAIN), self.quick, 1, |p, _| record(p))?;
-        self.out.print(&Row { kernel, model, shape, median_ns, spread_ns, bytes, flops: 0 });
+        self.out.print(&Row { kernel, model, shape, median_ns, spread_ns, bytes, flops });
         Ok(())
     }
 }
@@ -268,26 +284,54 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
     let mut r = Reporter { gpu, prof, reps, quick, out };
     for m in shapes(quick)? {
         let step = Step::buffer(gpu)?;
-        // Attention at each context: one decode token at position ctx - 1.
+        // Attention at each context: one decode token at position ctx - 1, over f32 and f16
+        // caches.
         let h = m.heads;
-        for &ctx in m.contexts {
+        for (&ctx, kv_type) in m.contexts.iter().flat_map(|c| [(c, KvType::F32), (c, KvType::F16)]) {
             let heads = h;
             let kv = (ctx * heads.kv_dim()) as usize;
             let q = upload(gpu, "q", &random_f32(heads.q_dim() as usize, 1))?;
-            let (kc, vc) = (upload(gpu, "k", &random_f32(kv, 2))?, upload(gpu, "v", &random_f32(kv, 3))?);
+            let kc = upload_kv(gpu, "k", &random_f32(kv, 2), kv_type)?;
+            let vc = upload_kv(gpu, "v", &random_f32(kv, 3), kv_type)?;
             let o = gpu.storage("o", u64::from(heads.q_dim()) * 4)?;
             Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
-            let plan = Plan::one_sequence(gpu, ctx, 1, ctx - 1, 0)?;
-            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, o: &o, plan: &plan };
-            let bytes = 2 * kv as u64 * 4 + u64::from(heads.q_dim()) * 8;
-            let shape = format!("ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
+            let plan = Plan::one_sequence(gpu, ctx, 1, ctx - 1, 0, 0)?;
+            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: kv_type, o: &o, plan: &plan };
+            let bytes = 2 * kv as u64 * kv_type.bytes() + u64::from(heads.q_dim()) * 8;
+            let cache = if kv_type == KvType::F16 { ", f16 KV" } else { "" };
+            let shape = format!("ctx {ctx}, {}x{} heads{cache}", h.n_heads, h.head_dim);
             let plain_shape = attention_plain::PlainShape::for_adapter(&gpu.caps, h.head_dim);
-            if plain_shape.workgroup_bytes(h.head_dim, ctx) <= gpu.caps.max_workgroup_storage {
+            if plain_shape.workgroup_bytes(h.head_dim, ctx, 1) <= gpu.caps.max_workgroup_storage {
                 let plain = AttentionPlain::new(gpu, &heads, AttnOptions::full(&heads), ctx, &b)?;
-                r.row("attention_plain", m.name, shape.clone(), bytes, &|p| plain.record(p, h.n_heads, 1))?;
+                r.row("attention_plain", m.name, shape.clone(), (bytes, 0), &|p| plain.record(p, h.n_heads, 1))?;
+            }
+            if let Some(grouped) = AttentionGrouped::new(gpu, &heads, AttnOptions::full(&heads), ctx, &b)? {
+                r.row("attention_grouped", m.name, shape.clone(), (bytes, 0), &|p| grouped.record(p, 1))?;
             }
             let flash = AttentionFlash::new(gpu, &heads, AttnOptions::full(&heads), &b)?;
-            r.row("attention_flash", m.name, shape, bytes, &|p| flash.record(p, 1, ctx))?;
+            r.row("attention_flash", m.name, shape, (bytes, 0), &|p| flash.record(p, 1, ctx))?;
+        }
+        // A prompt step's attention: prefill_rows rows ending at a context of as many (a whole
+        // prompt) and of 4x as many (a prompt's last chunk), on the kernel the router picks
+        // (tensor cores where the adapter has them).
+        let rows = m.prefill_rows;
+        for ctx in [rows, 4 * rows] {
+            let kv = (ctx * h.kv_dim()) as usize;
+            let q = upload(gpu, "q", &random_f32((rows * h.q_dim()) as usize, 1))?;
+            let (kc, vc) = (upload(gpu, "k", &random_f32(kv, 2))?, upload(gpu, "v", &random_f32(kv, 3))?);
+            let o = gpu.storage("o", u64::from(rows * h.q_dim()) * 4)?;
+            let tile_rows = attention_coop::tile_rows(&gpu.caps, h.head_dim);
+            let plan = Plan::one_sequence(gpu, ctx, rows, ctx - rows, 0, tile_rows)?;
+            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: KvType::F32, o: &o, plan: &plan };
+            let att = Attention::new(gpu, &h, AttnOptions::full(&h), DEFAULT_THRESHOLD, &b)?;
+            let step = AttnStep { rows, context: ctx, tiles: plan.tiles };
+            let kind = att.route(step);
+            let bytes = 2 * kv as u64 * 4 + u64::from(rows * h.q_dim()) * 8;
+            // Row i sees ctx - rows + i + 1 positions: QK^T and PV, 2 flops per multiply-add.
+            let positions = u64::from(rows) * u64::from(ctx - rows) + u64::from(rows) * u64::from(rows + 1) / 2;
+            let flops = 4 * positions * u64::from(h.head_dim * h.n_heads);
+            let shape = format!("{rows} rows at ctx {ctx}, {}x{} heads", h.n_heads, h.head_dim);
+            r.row(kind.kernel_name(), m.name, shape, (bytes, flops), &|p| att.record(p, kind, step))?;
         }
         Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
         let x = upload(gpu, "x", &random_f32(m.d.max(m.inter) as usize, 4))?;
@@ -296,7 +340,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         // RMSNorm of one row.
         let norm_bufs = NormBuffers { x: &x, gamma: &gamma, y: &y };
         let norm = RmsNorm::new(gpu, m.d, 1e-6, NormRows::All, &norm_bufs)?;
-        r.row("rmsnorm", m.name, format!("1x{}", m.d), u64::from(m.d) * 12, &|p| norm.record(p, 1))?;
+        r.row("rmsnorm", m.name, format!("1x{}", m.d), (u64::from(m.d) * 12, 0), &|p| norm.record(p, 1))?;
         // The tensor-core prefill core's input rows: a prompt's hidden states, normalized, as f16.
         if gpu.caps.shader_f16 {
             let rows = m.prefill_rows;
@@ -304,17 +348,17 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let x16 = gpu.storage("x16", u64::from(rows * m.d) * 2)?;
             let input = InputF16::new(gpu, m.d, &xs, &x16, Some(InputNorm { weight: &gamma, eps: 1e-6 }))?;
             let bytes = u64::from(rows * m.d) * 6 + u64::from(m.d) * 4;
-            r.row("input_f16", m.name, format!("{rows}x{}", m.d), bytes, &|p| input.record(p, rows))?;
+            r.row("input_f16", m.name, format!("{rows}x{}", m.d), (bytes, 0), &|p| input.record(p, rows))?;
         }
         // Embedding gather of one token.
         let table = f16_weight(gpu, "embed", m.vocab, m.d)?;
         let ids = gpu.storage_from("ids", bytemuck::cast_slice(&[m.vocab / 2]))?;
         let embed = Embedding::new(gpu, &table, &step, &ids, &y, 1.0)?;
         let shape = format!("{}x{} f16", m.vocab, m.d);
-        r.row("embedding", m.name, shape, u64::from(m.d) * 6, &|p| embed.record(p, 1))?;
+        r.row("embedding", m.name, shape, (u64::from(m.d) * 6, 0), &|p| embed.record(p, 1))?;
         // Fused QKV + RoPE + KV write, and gate/up + SwiGLU, decode (the norms fused).
         let heads = h;
-        let plan = Plan::one_sequence(gpu, 4096, 1, 100, 0)?;
+        let plan = Plan::one_sequence(gpu, 4096, 1, 100, 0, 0)?;
         let wqkv = f16_weight(gpu, "qkv", heads.q_dim() + 2 * heads.kv_dim(), m.d)?;
         let inv_freq = upload(gpu, "inv_freq", &random_f32((h.head_dim / 2) as usize, 6))?;
         let q = gpu.storage("q", u64::from(heads.q_dim()) * 4)?;
@@ -328,18 +372,19 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             q: &q,
             k_cache: &kc,
             v_cache: &vc,
+            kv: KvType::F32,
             plan: &plan,
             norm: Some(InputNorm { weight: &gamma, eps: 1e-6 }),
             qk_norm: None,
         };
         let qkv = QkvRope::new(gpu, &cfg, &wqkv, &heads, &bufs)?;
         let shape = format!("{}x{} f16", wqkv.rows, m.d);
-        r.row("qkv_rope", m.name, shape, wqkv.gpu_bytes(), &|p| qkv.record(p, 1))?;
+        r.row("qkv_rope", m.name, shape, (wqkv.gpu_bytes(), 0), &|p| qkv.record(p, 1))?;
         let wgu = f16_weight(gpu, "gate_up", 2 * m.inter, m.d)?;
         let norm = Some(InputNorm { weight: &gamma, eps: 1e-6 });
         let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, &y, norm, Activation::Silu)?;
         let shape = format!("{}x{} f16", wgu.rows, m.d);
-        r.row("swiglu", m.name, shape, wgu.gpu_bytes(), &|p| swiglu.record(p, 1))?;
+        r.row("swiglu", m.name, shape, (wgu.gpu_bytes(), 0), &|p| swiglu.record(p, 1))?;
         // The prefill matmul core on the gate/up shape.
         let (row, _) = matmul_case(gpu, r.prof, &cfg, (reps, quick), m.name, [2 * m.inter, m.d, m.prefill_rows])?;
         out.print(&row);
@@ -348,11 +393,11 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         let id = gpu.storage("id", 4)?;
         let argmax = Argmax::new(gpu, m.vocab, 1, &logits, &id)?;
         let bytes = u64::from(m.vocab) * 4;
-        r.row("argmax", m.name, m.vocab.to_string(), bytes, &|p| argmax.record(p, 1))?;
+        r.row("argmax", m.name, m.vocab.to_string(), (bytes, 0), &|p| argmax.record(p, 1))?;
         let sample = Sample::new(gpu, m.vocab, 1, &logits, &id)?;
         let sp = SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.9, ..Default::default() };
         sample.set(gpu, &[SampleParams::new(&sp, 1)]);
-        r.row("sample", m.name, m.vocab.to_string(), bytes, &|p| sample.record(p, 1))?;
+        r.row("sample", m.name, m.vocab.to_string(), (bytes, 0), &|p| sample.record(p, 1))?;
     }
     Ok(())
 }

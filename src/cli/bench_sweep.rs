@@ -15,6 +15,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::bench::ModelChoice;
+use super::KvTypeArg;
 use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
 use crate::kv::{KvLayout, KvOptions};
@@ -62,6 +63,9 @@ pub(super) struct SweepArgs {
     /// step waits for its timestamps (on the H200, B = 1 455 tok/s against 1,005 without).
     #[arg(long)]
     profile: bool,
+    /// How K and V values are stored.
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F32)]
+    kv_type: KvTypeArg,
     /// Print each concurrency's steps by row count (how many, their wall time) to stderr.
     #[arg(long)]
     steps: bool,
@@ -90,7 +94,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let max_b = *a.batches.iter().max().expect("checked");
     let context = (a.prompt + a.answer + 16) as u32;
     let parallel = max_b + a.background;
-    let kv = KvOptions { layout: KvLayout::Paged, context, parallel, ..Default::default() };
+    let kv = KvOptions { layout: KvLayout::Paged, context, parallel, dtype: a.kv_type.kv_type(), ..Default::default() };
     let forward =
         ForwardOptions { kv, max_rows: a.max_batch_tokens.max(parallel), profile: a.profile, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
-use crate::kv::{KvLayout, KvOptions};
+use crate::kv::{KvLayout, KvOptions, KvType};
 use crate::model::forward::ForwardOptions;
 use crate::ops::attention::DEFAULT_THRESHOLD;
 use crate::sampling::SamplingParams;
@@ -80,6 +80,21 @@ pub enum KvArg {
     Paged,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvTypeArg {
+    F32,
+    F16,
+}
+
+impl KvTypeArg {
+    pub fn kv_type(self) -> KvType {
+        match self {
+            KvTypeArg::F32 => KvType::F32,
+            KvTypeArg::F16 => KvType::F16,
+        }
+    }
+}
+
 /// Options shared by everything that loads a model.
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
@@ -113,6 +128,10 @@ pub struct ModelArgs {
     /// MiB of KV memory for the paged pool (default: --parallel sequences of --context).
     #[arg(long)]
     pub kv_memory: Option<u64>,
+    /// How K and V values are stored: f32, or f16 (half the memory, so twice the context or
+    /// sequences in the same --kv-memory; each value rounded to f16).
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F32)]
+    pub kv_type: KvTypeArg,
     /// Contexts longer than this use the flash attention kernel.
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub attn_threshold: u32,
@@ -153,6 +172,7 @@ impl ModelArgs {
                     blocks: None,
                     memory: self.kv_memory.map(|mib| mib << 20),
                     sliding_window: self.sliding_window,
+                    dtype: self.kv_type.kv_type(),
                 },
                 attn_threshold: self.attn_threshold,
                 profile: self.profile,

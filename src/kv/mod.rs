@@ -26,6 +26,33 @@ pub enum KvLayout {
     Paged,
 }
 
+/// How K and V values are stored: f32, or f16 (half the memory and the bytes attention reads,
+/// each value rounded to f16's 11 significant bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KvType {
+    #[default]
+    F32,
+    F16,
+}
+
+impl KvType {
+    /// Bytes of one value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        }
+    }
+
+    /// The piece the kernels that write K and V store their pairs through.
+    pub fn pair_lib(self) -> &'static str {
+        match self {
+            KvType::F32 => "lib/kv_pair_f32",
+            KvType::F16 => "lib/kv_pair_f16",
+        }
+    }
+}
+
 /// How the KV memory is laid out and how much of it there is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvOptions {
@@ -43,6 +70,8 @@ pub struct KvOptions {
     pub memory: Option<u64>,
     /// Ring: overwrite a sequence's oldest positions when its context is full instead of stopping.
     pub sliding_window: bool,
+    /// How values are stored.
+    pub dtype: KvType,
 }
 
 impl Default for KvOptions {
@@ -55,6 +84,7 @@ impl Default for KvOptions {
             blocks: None,
             memory: None,
             sliding_window: false,
+            dtype: KvType::F32,
         }
     }
 }
@@ -98,9 +128,10 @@ impl KvCache {
             !(opts.sliding_window && opts.layout == KvLayout::Paged),
             "a sliding window needs --kv ring (each sequence's positions wrap in its own slot)"
         );
-        let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * 4 * n_layers as u64);
+        let value = opts.dtype.bytes();
+        let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * value * n_layers as u64);
         ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
-        let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * 4;
+        let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * value;
         if bytes > gpu.caps.max_binding {
             bail!(
                 "a KV-cache layer of {n_blocks} blocks of {block} positions needs {bytes} bytes, over this adapter's binding limit of {}; lower --context, --parallel or --kv-memory",

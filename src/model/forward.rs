@@ -23,7 +23,8 @@ use crate::gpu::profiler::{Part, Profiler, Span, Timing};
 use crate::gpu::Gpu;
 use crate::kv::{KvCache, KvOptions};
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, DEFAULT_THRESHOLD};
+use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, DEFAULT_THRESHOLD};
+use crate::ops::attention_coop;
 use crate::ops::embedding::Embedding;
 use crate::ops::linear::{InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
@@ -181,6 +182,7 @@ impl Forward {
                 max_outs,
                 max_blocks: kv.max_blocks,
                 block: kv.block,
+                tile_rows: attention_coop::tile_rows(&gpu.caps, heads.head_dim),
             },
         )?;
         let f32s = |label: &str, n: u64| gpu.storage(label, n * 4);
@@ -220,11 +222,12 @@ impl Forward {
                 q: &q,
                 k_cache: kc,
                 v_cache: vc,
+                kv: opts.kv.dtype,
                 plan: &plan,
                 norm: Some(InputNorm { weight: &w.attn_norm, eps }),
                 qk_norm: w.qk_norm.as_ref().map(|weight| QkNorm { weight, eps }),
             };
-            let attn_bufs = AttnBuffers { q: &q, k_cache: kc, v_cache: vc, o: &o, plan: &plan };
+            let attn_bufs = AttnBuffers { q: &q, k_cache: kc, v_cache: vc, kv: opts.kv.dtype, o: &o, plan: &plan };
             let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
             // Without post-norms o and down add onto x; with them they write y, whose norm is
             // added onto x.
@@ -336,7 +339,8 @@ impl Forward {
         // The longest context any row sees picks the attention kernel.
         let context =
             batch.rows.iter().map(|r| r.pos + 1 - batch.seqs[r.seq as usize].kv_lo).max().expect("a step has rows");
-        let attn = self.layers[0].attention.route(context);
+        let attn_step = AttnStep { rows: n, context, tiles: self.plan.tiles };
+        let attn = self.layers[0].attention.route(attn_step);
         self.last_attention = attn;
         let sampled = batch.outs.iter().any(|o| matches!(o.choice, Choice::Sample(_)));
         if sampled {
@@ -373,7 +377,7 @@ impl Forward {
                     qk_norm.record(&mut pass, n);
                 }
                 mark(&mut pass, at, attn_part, attn.kernel_name());
-                l.attention.record(&mut pass, attn, n, context);
+                l.attention.record(&mut pass, attn, attn_step);
                 mark(&mut pass, at, attn_part, "matmul");
                 l.o.record(&mut pass, n);
                 if let Some([post_attn, _]) = &l.post_norms {

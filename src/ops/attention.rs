@@ -1,14 +1,36 @@
-//! The attention router: the plain kernel while the context is at most `threshold` positions,
-//! the flash kernel beyond.
+//! The attention router: the tensor-core kernel for steps of multi-token query tiles where the
+//! adapter has it; else the plain kernel (or the grouped-heads one, `grouped_for`) while the
+//! context is at most `threshold` positions, the flash kernel beyond.
+
+use std::sync::OnceLock;
 
 use anyhow::Result;
 
+use super::attention_coop::AttentionCoop;
 use super::attention_flash::AttentionFlash;
+use super::attention_grouped::AttentionGrouped;
 use super::attention_plain::{AttentionPlain, PlainShape};
+use super::linear::shape_knob;
 use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::Defs;
 use crate::gpu::{Caps, Gpu};
+use crate::kv::KvType;
+
+/// Whether short contexts run the grouped-heads kernel (`attention_grouped`) instead of the
+/// plain one on this adapter: on CPU adapters (lavapipe, SmolLM2's 3 heads per KV head, 8
+/// sequences of 200-token prompts: +13% requests/s, docs/PERF.md); GPUs have not been timed with
+/// it. Kernel developers' knob: `WGINFER_ATTN_GROUPED` = 1 or 0.
+pub fn grouped_for(caps: &Caps) -> bool {
+    static KNOB: OnceLock<Option<bool>> = OnceLock::new();
+    let knob = KNOB.get_or_init(|| {
+        shape_knob("WGINFER_ATTN_GROUPED", "0 or 1", |n| match *n {
+            [v] if v <= 1 => Some(v == 1),
+            _ => None,
+        })
+    });
+    knob.unwrap_or(caps.cpu)
+}
 
 /// Default context length (positions) above which the flash kernel runs.
 pub const DEFAULT_THRESHOLD: u32 = 1024;
@@ -45,17 +67,19 @@ pub fn score_sum_lib(lanes: u32) -> &'static str {
     }
 }
 
-/// Whether the attention kernels read K and V as pairs of u64s (`kv_libs`): on CPU adapters with
-/// SHADER_INT64, since llvmpipe pays for loads per lane and per component.
+/// Whether the attention kernels read f32 K and V as pairs of u64s (`kv_libs`): on CPU adapters
+/// with SHADER_INT64, since llvmpipe pays for loads per lane and per component.
 pub fn kv_u64(caps: &Caps) -> bool {
     caps.cpu && caps.int64
 }
 
-/// The pieces that read K and V: as vec4<f32>s, or as pairs of u64s (half the loads).
-pub fn kv_libs(kv_u64: bool) -> &'static [&'static str] {
-    match kv_u64 {
-        true => &["lib/u64_bits", "lib/kv_u64"],
-        false => &["lib/kv_vec4"],
+/// The pieces that read K and V: f32 as vec4s or as pairs of u64s (half the loads), f16 as
+/// 8-byte words of four.
+pub fn kv_libs(kv: KvType, kv_u64: bool) -> &'static [&'static str] {
+    match (kv, kv_u64) {
+        (KvType::F16, _) => &["lib/kv_f16"],
+        (KvType::F32, true) => &["lib/u64_bits", "lib/kv_u64"],
+        (KvType::F32, false) => &["lib/kv_vec4"],
     }
 }
 
@@ -91,6 +115,8 @@ pub struct AttnBuffers<'a> {
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
+    /// How the caches store values.
+    pub kv: KvType,
     pub o: &'a wgpu::Buffer,
     /// Each row's sequence and position, each sequence's KV blocks.
     pub plan: &'a Plan,
@@ -108,6 +134,8 @@ impl AttnBuffers<'_> {
 pub enum AttnKind {
     Plain,
     Flash,
+    Coop,
+    Grouped,
 }
 
 impl AttnKind {
@@ -115,15 +143,34 @@ impl AttnKind {
         match self {
             AttnKind::Plain => "attention_plain",
             AttnKind::Flash => "attention_flash",
+            AttnKind::Coop => "attention_coop",
+            AttnKind::Grouped => "attention_grouped",
         }
     }
 }
 
+/// What the router looks at in a step: its rows, the most positions any of them sees, and the
+/// plan's query tiles (`Plan::tiles`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnStep {
+    pub rows: u32,
+    pub context: u32,
+    pub tiles: u32,
+}
+
+/// The tensor-core kernel serves a step whose tiles hold this many rows on average: one tile of
+/// 16 rows per subgroup is wasted on a decode row, which the scalar kernels serve better.
+pub const COOP_MIN_ROWS_PER_TILE: u32 = 8;
+
 pub struct Attention {
     plain: AttentionPlain,
     flash: AttentionFlash,
+    coop: Option<AttentionCoop>,
+    /// Serves the steps the plain kernel would where `grouped_for` chose it.
+    grouped: Option<AttentionGrouped>,
     threshold: u32,
     n_heads: u32,
+    n_kv_heads: u32,
     window: Option<u32>,
 }
 
@@ -147,7 +194,7 @@ impl Attention {
             h.head_dim,
             4 * wg
         );
-        let wg_bytes = PlainShape::for_adapter(&gpu.caps, h.head_dim).workgroup_bytes(h.head_dim, threshold);
+        let wg_bytes = PlainShape::for_adapter(&gpu.caps, h.head_dim).workgroup_bytes(h.head_dim, threshold, 1);
         anyhow::ensure!(
             wg_bytes <= gpu.caps.max_workgroup_storage,
             "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",
@@ -156,28 +203,48 @@ impl Attention {
         Ok(Attention {
             plain: AttentionPlain::new(gpu, h, opts, threshold, b)?,
             flash: AttentionFlash::new(gpu, h, opts, b)?,
+            coop: AttentionCoop::new(gpu, h, opts, b)?,
+            grouped: match grouped_for(&gpu.caps) {
+                true => AttentionGrouped::new(gpu, h, opts, threshold, b)?,
+                false => None,
+            },
             threshold,
             n_heads: h.n_heads,
+            n_kv_heads: h.n_kv_heads,
             window: opts.window,
         })
     }
 
-    /// The kernel for a step whose longest row context is `context` positions.
-    pub fn route(&self, context: u32) -> AttnKind {
-        if context <= self.threshold {
-            AttnKind::Plain
+    /// The kernel for a step.
+    pub fn route(&self, step: AttnStep) -> AttnKind {
+        if self.coop.is_some() && step.tiles > 0 && step.rows >= COOP_MIN_ROWS_PER_TILE * step.tiles {
+            AttnKind::Coop
+        } else if step.context <= self.threshold {
+            // Grouped where it keeps at least the workgroups the plain kernel has for one row: a
+            // single decode row's KV heads alone leave a CPU adapter's threads idle.
+            match self.grouped {
+                Some(_) if step.rows * self.n_kv_heads >= self.n_heads => AttnKind::Grouped,
+                _ => AttnKind::Plain,
+            }
         } else {
             AttnKind::Flash
         }
     }
 
-    /// `rows` tokens, the one seeing the most positions `context` of them (a window sees
-    /// fewer: a decode step splits only what it reads).
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, rows: u32, context: u32) {
-        let context = self.window.map_or(context, |w| context.min(w));
+    /// Whether this adapter and plan have the tensor-core kernel.
+    pub fn has_coop(&self) -> bool {
+        self.coop.is_some()
+    }
+
+    /// Records `kind` (one `route` chose, or one the adapter has) for `step`.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, kind: AttnKind, step: AttnStep) {
+        // A window sees fewer positions: a decode step splits only what it reads.
+        let context = self.window.map_or(step.context, |w| step.context.min(w));
         match kind {
-            AttnKind::Plain => self.plain.record(pass, self.n_heads, rows),
-            AttnKind::Flash => self.flash.record(pass, rows, context),
+            AttnKind::Plain => self.plain.record(pass, self.n_heads, step.rows),
+            AttnKind::Flash => self.flash.record(pass, step.rows, context),
+            AttnKind::Coop => self.coop.as_ref().expect("route picks only built kernels").record(pass, step.tiles),
+            AttnKind::Grouped => self.grouped.as_ref().expect("route picks only built kernels").record(pass, step.rows),
         }
     }
 }

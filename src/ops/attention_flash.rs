@@ -8,6 +8,7 @@ use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
+use crate::kv::KvType;
 
 pub const WG_THREADS: u32 = 256;
 /// A decode step's positions are spread over at most this many workgroups per head (a tile
@@ -37,10 +38,15 @@ impl FlashShape {
     }
 }
 
-pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, shape: FlashShape) -> String {
+pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: FlashShape) -> String {
     let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", shape.score_lanes);
-    let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"];
-    assemble("attention_flash", &defs, &[kv_libs(shape.kv_u64), &pieces].concat())
+    let pieces = [
+        reduce_lib(shape.subgroups),
+        score_sum_lib(shape.score_lanes),
+        "lib/attention_window",
+        "lib/attention_combine",
+    ];
+    assemble("attention_flash", &defs, &[kv_libs(kv, shape.kv_u64), &pieces].concat())
 }
 
 pub struct AttentionFlash {
@@ -52,7 +58,7 @@ pub struct AttentionFlash {
 impl AttentionFlash {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, b: &AttnBuffers) -> Result<AttentionFlash> {
         let shape = FlashShape::for_adapter(&gpu.caps, h.head_dim);
-        let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout, shape))?;
+        let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout, b.kv, shape))?;
         // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
         // zeroed at creation and re-zeroed by the last split of each step.
         let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;

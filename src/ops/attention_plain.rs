@@ -7,6 +7,7 @@ use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
+use crate::kv::KvType;
 
 /// A workgroup of the plain kernel: its threads, and the lanes that read each K row together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,23 +34,32 @@ impl PlainShape {
         PlainShape { threads, score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv_u64: kv_u64(caps) }
     }
 
-    /// Workgroup memory for contexts up to `max_len`: the scores, the query, a row of reduction
-    /// values and a vec4 of partial sums per thread.
-    pub fn workgroup_bytes(&self, head_dim: u32, max_len: u32) -> u32 {
-        4 * (max_len + head_dim + self.threads) + 16 * self.threads
+    /// Workgroup memory for contexts up to `max_len` in a workgroup of `heads` query heads (1
+    /// for the plain kernel, a KV group's for the grouped one): each head's scores and query, a
+    /// row of reduction values and a vec4 of partial sums per thread.
+    pub fn workgroup_bytes(&self, head_dim: u32, max_len: u32, heads: u32) -> u32 {
+        4 * (heads * (max_len + head_dim) + self.threads) + 16 * self.threads
     }
 }
 
-/// `max_len`: the longest context this kernel is asked to serve (the router's threshold).
-pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, max_len: u32, shape: PlainShape) -> String {
+/// The WGSL of a short-context kernel, `attention_plain` or `attention_grouped`: the same
+/// constants and pieces, the plain kernel's weighted sums of V through lib/attention_combine.
+/// `max_len`: the longest context it is asked to serve (the router's threshold).
+pub fn source(
+    kernel: &str,
+    h: &HeadShape,
+    opts: AttnOptions,
+    plan: &PlanLayout,
+    kv: KvType,
+    max_len: u32,
+    shape: PlainShape,
+) -> String {
+    let combine: &[&str] = if kernel == "attention_plain" { &["lib/attention_combine"] } else { &[] };
+    let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_window"];
     assemble(
-        "attention_plain",
+        kernel,
         &head_defs(h, opts, plan, shape.threads).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", shape.score_lanes),
-        &[
-            kv_libs(shape.kv_u64),
-            &[reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_combine"],
-        ]
-        .concat(),
+        &[kv_libs(kv, shape.kv_u64), &pieces, combine].concat(),
     )
 }
 
@@ -57,7 +67,15 @@ pub struct AttentionPlain(Bound);
 
 impl AttentionPlain {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
-        let source = source(h, opts, &b.plan.layout, max_len, PlainShape::for_adapter(&gpu.caps, h.head_dim));
+        let source = source(
+            "attention_plain",
+            h,
+            opts,
+            &b.plan.layout,
+            b.kv,
+            max_len,
+            PlainShape::for_adapter(&gpu.caps, h.head_dim),
+        );
         let k = Kernel::get(gpu, "attention_plain", source)?;
         Ok(AttentionPlain(k.bind(gpu, &b.list())))
     }

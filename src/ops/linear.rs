@@ -395,7 +395,7 @@ impl CoopShape {
 
 /// A shape from the kernel developers' knob `var` (comma-separated numbers that `shape` takes),
 /// or `None` when it is unset or not such a shape (said on stderr, naming `form`).
-fn shape_knob<T>(var: &str, form: &str, shape: impl Fn(&[u32]) -> Option<T>) -> Option<T> {
+pub(crate) fn shape_knob<T>(var: &str, form: &str, shape: impl Fn(&[u32]) -> Option<T>) -> Option<T> {
     let v = std::env::var(var).ok()?;
     let parsed = v.split(',').map(|x| x.trim().parse().ok()).collect::<Option<Vec<u32>>>();
     let s = parsed.and_then(|n| shape(&n));

@@ -3,7 +3,9 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod attention_coop;
 pub mod attention_flash;
+pub mod attention_grouped;
 pub mod attention_plain;
 pub mod embedding;
 pub mod input_f16;

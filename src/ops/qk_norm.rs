@@ -7,6 +7,7 @@ use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Gpu, Kernel};
+use crate::kv::KvType;
 
 /// The norm of each q and k head: its weight (f32, head_dim for q then head_dim for k, in the
 /// fused weight's pair-adjacent order, see `qkv_rope::pair_order`) and epsilon.
@@ -22,14 +23,15 @@ fn threads(h: &HeadShape) -> u32 {
     (h.head_dim / 2).next_power_of_two().min(128)
 }
 
-pub fn source(h: &HeadShape, eps: f32, plan: &PlanLayout) -> String {
+pub fn source(h: &HeadShape, eps: f32, plan: &PlanLayout, kv: KvType) -> String {
     let defs = Defs::new()
         .u32("QN", h.q_dim())
         .u32("KVN", h.kv_dim())
         .u32("HD", h.head_dim)
         .f32("EPS", eps)
         .u32("WG_THREADS", threads(h))
-        .piece("lib/rope");
+        .piece("lib/rope")
+        .piece(kv.pair_lib());
     assemble("qk_norm", &plan.defs(defs), &["lib/reduce"])
 }
 
@@ -39,6 +41,8 @@ pub struct QkNormBuffers<'a> {
     pub inv_freq: &'a wgpu::Buffer,
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
+    /// How the K cache stores values.
+    pub kv: KvType,
     pub plan: &'a Plan,
 }
 
@@ -49,7 +53,7 @@ pub struct QkNormRope {
 
 impl QkNormRope {
     pub fn new(gpu: &Gpu, h: &HeadShape, b: &QkNormBuffers) -> Result<QkNormRope> {
-        let k = Kernel::get(gpu, "qk_norm", source(h, b.norm.eps, &b.plan.layout))?;
+        let k = Kernel::get(gpu, "qk_norm", source(h, b.norm.eps, &b.plan.layout, b.kv))?;
         let bound = k.bind(gpu, &[b.norm.weight, b.inv_freq, b.q, b.k_cache, &b.plan.buffer]);
         Ok(QkNormRope { bound, heads: h.n_heads + h.n_kv_heads })
     }

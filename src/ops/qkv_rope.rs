@@ -10,6 +10,7 @@ use super::weight::WeightPart;
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
+use crate::kv::KvType;
 
 /// Head layout of the attention block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +31,7 @@ impl HeadShape {
 
 /// Constants of the kernel for the weight part starting at row `row_lo`; `qk_norm`: q and k are
 /// stored unrotated, for the `qk_norm` pass.
-pub fn defs(h: &HeadShape, plan: &PlanLayout, has_bias: bool, qk_norm: bool, row_lo: u32) -> Defs {
+pub fn defs(h: &HeadShape, plan: &PlanLayout, kv: KvType, has_bias: bool, qk_norm: bool, row_lo: u32) -> Defs {
     let d = Defs::new()
         .u32("N_OFFSET", row_lo)
         .u32("QN", h.q_dim())
@@ -38,7 +39,8 @@ pub fn defs(h: &HeadShape, plan: &PlanLayout, has_bias: bool, qk_norm: bool, row
         .u32("HD", h.head_dim)
         .bool("HAS_BIAS", has_bias)
         .bool("QK_NORM", qk_norm)
-        .piece("lib/rope");
+        .piece("lib/rope")
+        .piece(kv.pair_lib());
     plan.defs(d)
 }
 
@@ -58,6 +60,8 @@ pub struct QkvBuffers<'a> {
     pub q: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
+    /// How the caches store values.
+    pub kv: KvType,
     /// The step plan: each row's sequence, position and KV slot.
     pub plan: &'a Plan,
     /// The attention norm, applied to x on load.
@@ -87,11 +91,12 @@ impl QkvRope {
         let bias_buffer = b.bias.unwrap_or(b.inv_freq);
         let rest = vec![bias_buffer, b.inv_freq, b.q, b.k_cache, b.v_cache, &b.plan.buffer];
         let io = LinearIo { step: b.step, x: b.x, rest, norm: b.norm };
-        let part_defs = |p: &WeightPart| Ok(defs(h, &b.plan.layout, bias, qk_norm, p.row_lo));
+        let part_defs = |p: &WeightPart| Ok(defs(h, &b.plan.layout, b.kv, bias, qk_norm, p.row_lo));
         let linear = LinearParts::new(gpu, cfg, "qkv_rope", w, Rows::Tokens, &io, part_defs)?;
         let qk_norm = match b.qk_norm {
             Some(norm) => {
-                let nb = QkNormBuffers { norm, inv_freq: b.inv_freq, q: b.q, k_cache: b.k_cache, plan: b.plan };
+                let nb =
+                    QkNormBuffers { norm, inv_freq: b.inv_freq, q: b.q, k_cache: b.k_cache, kv: b.kv, plan: b.plan };
                 Some(QkNormRope::new(gpu, h, &nb)?)
             }
             None => None,

@@ -1,5 +1,7 @@
 use super::common::*;
-use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions};
+use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, COOP_MIN_ROWS_PER_TILE};
+use wginfer::ops::attention_coop;
+use wginfer::ops::attention_grouped::AttentionGrouped;
 use wginfer::ops::qkv_rope::HeadShape;
 
 /// Attention of every row of `seqs` (in order) over its own sequence's positions lo..=pos (the
@@ -42,32 +44,60 @@ fn attention_ref(
     o
 }
 
-/// Runs both kernels on one step made of `seqs` over a cache of `n_blocks` blocks of `block`
-/// positions, and compares each with the CPU.
+/// Runs every kernel the adapter has on one step made of `seqs` over a cache of `n_blocks`
+/// blocks of `block` positions, and compares each with the CPU (the tensor-core kernel, which
+/// rounds Q, K, V and the softmax weights to f16, within an f16 tolerance).
 fn check(h: HeadShape, seqs: &[TestSeq], block: usize, n_blocks: usize) {
     check_with(h, AttnOptions::full(&h), seqs, block, n_blocks);
 }
 
 fn check_with(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], block: usize, n_blocks: usize) {
+    for kv in [KvType::F32, KvType::F16] {
+        check_caches(h, opts, seqs, (block, n_blocks), kv);
+    }
+}
+
+/// `check_with` over caches of `kv` values.
+fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blocks): (usize, usize), kv: KvType) {
     let gpu = gpu();
     let rows: usize = seqs.iter().map(|s| s.rows).sum();
     let (qn, kvn) = (h.q_dim() as usize, h.kv_dim() as usize);
     let q: Vec<f32> = random(rows * qn, 30).iter().map(|v| v * 3.0).collect();
-    let kc = random(n_blocks * block * kvn, 31);
-    let vc = random(n_blocks * block * kvn, 32);
-    let (qb, kb, vb, ob) = (upload(gpu, &q), upload(gpu, &kc), upload(gpu, &vc), zeros(gpu, rows * qn));
-    let plan = test_plan(gpu, seqs, block, &[]);
+    let (kb, kc) = upload_kv(gpu, &random(n_blocks * block * kvn, 31), kv);
+    let (vb, vc) = upload_kv(gpu, &random(n_blocks * block * kvn, 32), kv);
+    let (qb, ob) = (upload(gpu, &q), zeros(gpu, rows * qn));
+    let plan = test_plan(gpu, seqs, block, &[], attention_coop::tile_rows(&gpu.caps, h.head_dim));
     let want = attention_ref(&q, &kc, &vc, &h, opts, seqs, block);
     let context = seqs.iter().map(|s| (s.start + s.rows - s.lo) as u32).max().unwrap();
-    let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, o: &ob, plan: &plan };
+    let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, kv, o: &ob, plan: &plan };
     let att = Attention::new(gpu, &h, opts, context, &bufs).unwrap();
-    assert_eq!(att.route(context), AttnKind::Plain);
-    assert_eq!(att.route(context + 1), AttnKind::Flash);
+    // A step of one row per tile (decode rows) is routed by its context: short ones to the
+    // plain kernel, or with enough rows to the grouped-heads one where the adapter takes it.
+    let step = AttnStep { rows: rows as u32, context, tiles: plan.tiles };
+    let decode = AttnStep { tiles: rows as u32, ..step };
+    assert!(matches!(att.route(decode), AttnKind::Plain | AttnKind::Grouped), "{decode:?}");
+    if h.n_heads > h.n_kv_heads {
+        assert_eq!(att.route(AttnStep { rows: 1, context, tiles: 1 }), AttnKind::Plain);
+    }
+    assert_eq!(att.route(AttnStep { context: context + 1, ..decode }), AttnKind::Flash);
     // Flash twice: a split decode step must leave its merge counters ready for the next.
-    for kind in [AttnKind::Plain, AttnKind::Flash, AttnKind::Flash] {
-        gpu.run_pass(|p| att.record(p, kind, rows as u32, context)).unwrap();
-        let label = format!("{kind:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
+    let mut kinds = vec![AttnKind::Plain, AttnKind::Flash, AttnKind::Flash];
+    if att.has_coop() {
+        let full_tiles = step.rows >= COOP_MIN_ROWS_PER_TILE * step.tiles;
+        assert_eq!(att.route(step) == AttnKind::Coop, full_tiles, "{step:?}");
+        kinds.push(AttnKind::Coop);
+    }
+    // The grouped-heads kernel, whichever kernel the router gives short contexts here.
+    if let Some(grouped) = AttentionGrouped::new(gpu, &h, opts, context, &bufs).unwrap() {
+        gpu.run_pass(|p| grouped.record(p, rows as u32)).unwrap();
+        let label = format!("Grouped {kv:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
         assert_close(&read(gpu, &ob, rows * qn), &want, 1e-4, &label);
+    }
+    for kind in kinds {
+        gpu.run_pass(|p| att.record(p, kind, step)).unwrap();
+        let label = format!("{kind:?} {kv:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
+        let tol = if kind == AttnKind::Coop { 4e-3 } else { 1e-4 };
+        assert_close(&read(gpu, &ob, rows * qn), &want, tol, &label);
     }
 }
 
@@ -146,4 +176,25 @@ fn local_layer_window_and_scale() {
     ];
     check_with(h, opts, &seqs, 16, 47);
     check_with(h, opts, &[ring(3, 60, 50)], 50, 1);
+}
+
+/// Prompt chunks of several query tiles (the tensor-core kernel's workgroups): Qwen2.5-0.5B's
+/// heads, a 150-row chunk continuing at 40 in scattered paged blocks beside a decode row and a
+/// fresh 37-row prompt; head_dim 128 over a ring slot; a chunk whose positions wrap around a
+/// 64-slot ring; a local layer's window inside the tiles.
+#[test]
+fn prompt_chunks_of_many_tiles() {
+    let h = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
+    let scattered: Vec<u32> = (0..13).map(|b| (b * 5 + 2) % 30).collect();
+    let seqs = [
+        TestSeq { rows: 150, start: 40, lo: 0, blocks: scattered },
+        TestSeq { rows: 1, start: 90, lo: 0, blocks: (13..19).collect() },
+        TestSeq { rows: 37, start: 0, lo: 0, blocks: vec![27, 28, 29] },
+    ];
+    check(h, &seqs, 16, 30);
+    check(HeadShape { n_heads: 4, n_kv_heads: 1, head_dim: 128 }, &[ring(100, 300, 250)], 400, 1);
+    // Positions 90..129 in 64 slots: the oldest still held is 66.
+    check(HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 32 }, &[ring(40, 90, 66)], 64, 1);
+    let opts = AttnOptions { scale: 0.1, window: Some(40) };
+    check_with(HeadShape { n_heads: 2, n_kv_heads: 1, head_dim: 64 }, opts, &[ring(90, 10, 0)], 128, 1);
 }

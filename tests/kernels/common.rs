@@ -4,6 +4,7 @@ use std::sync::OnceLock;
 
 use half::f16;
 use wginfer::gpu::{Gpu, GpuOptions};
+pub use wginfer::kv::KvType;
 use wginfer::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{Step, Weight, WeightType};
@@ -49,6 +50,30 @@ pub fn read(gpu: &Gpu, b: &wgpu::Buffer, n: usize) -> Vec<f32> {
     bytemuck::cast_slice(&gpu.read_back(b, (n * 4) as u64).unwrap()).to_vec()
 }
 
+/// `v` as a K or V cache of `kv` values, with the values the GPU holds (f16-rounded for F16),
+/// which a CPU reference must use.
+pub fn upload_kv(gpu: &Gpu, v: &[f32], kv: KvType) -> (wgpu::Buffer, Vec<f32>) {
+    match kv {
+        KvType::F32 => (upload(gpu, v), v.to_vec()),
+        KvType::F16 => {
+            let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+            let b = gpu.storage_from("kv", bytemuck::cast_slice(&h)).unwrap();
+            (b, h.iter().map(|x| x.to_f32()).collect())
+        }
+    }
+}
+
+/// The first `n` values of a K or V cache of `kv` values.
+pub fn read_kv(gpu: &Gpu, b: &wgpu::Buffer, n: usize, kv: KvType) -> Vec<f32> {
+    match kv {
+        KvType::F32 => read(gpu, b, n),
+        KvType::F16 => {
+            let bytes = gpu.read_back(b, (n * 2) as u64).unwrap();
+            bytemuck::cast_slice::<u8, f16>(&bytes).iter().map(|x| x.to_f32()).collect()
+        }
+    }
+}
+
 pub fn read_u32(gpu: &Gpu, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
     bytemuck::cast_slice(&gpu.read_back(b, (n * 4) as u64).unwrap()).to_vec()
 }
@@ -77,8 +102,8 @@ impl TestSeq {
 }
 
 /// The plan of a step made of `seqs`' rows, in order, over blocks of `block` positions; its
-/// outputs are `outs` (rows of the step).
-pub fn test_plan(gpu: &Gpu, seqs: &[TestSeq], block: usize, outs: &[u32]) -> Plan {
+/// outputs are `outs` (rows of the step); query tiles of `tile_rows` (0: none).
+pub fn test_plan(gpu: &Gpu, seqs: &[TestSeq], block: usize, outs: &[u32], tile_rows: u32) -> Plan {
     let rows: Vec<PlanRow> = seqs
         .iter()
         .enumerate()
@@ -90,6 +115,7 @@ pub fn test_plan(gpu: &Gpu, seqs: &[TestSeq], block: usize, outs: &[u32]) -> Pla
         max_outs: outs.len().max(1) as u32,
         max_blocks: seqs.iter().map(|s| s.blocks.len() as u32).max().unwrap(),
         block: block as u32,
+        tile_rows,
     };
     let mut plan = Plan::new(gpu, layout).unwrap();
     let plan_seqs: Vec<PlanSeq> = seqs.iter().map(|s| PlanSeq { kv_lo: s.lo as u32, blocks: &s.blocks }).collect();

@@ -31,6 +31,13 @@ pub fn paired(d: usize, hd: usize) -> usize {
 /// at each row's position, k and v written to the slot of its own sequence; with `qk_norm`,
 /// each q and k head RMS-normalized with its own weight before the rotation (Qwen3).
 fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool, qk_norm: bool) {
+    for kv in [KvType::F32, KvType::F16] {
+        check_caches(seqs, (block, n_blocks), with_bias, qk_norm, kv);
+    }
+}
+
+/// `check` writing caches of `kv` values (f16: each value within its rounding).
+fn check_caches(seqs: &[TestSeq], (block, n_blocks): (usize, usize), with_bias: bool, qk_norm: bool, kv: KvType) {
     let gpu = gpu();
     let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 8 };
     let (hd, qn, kvn, k) = (8usize, 32usize, 16usize, 40usize);
@@ -54,7 +61,7 @@ fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool, qk_no
     let (xb, bb, fb) = (upload(gpu, &x), upload(gpu, &fused_b), upload(gpu, &inv_freq));
     let (qb, kb, vb) = (zeros(gpu, rows * qn), zeros(gpu, slots * kvn), zeros(gpu, slots * kvn));
     let sb = step(gpu, rows as u32);
-    let plan = test_plan(gpu, seqs, block, &[]);
+    let plan = test_plan(gpu, seqs, block, &[], 0);
     let bufs = QkvBuffers {
         norm: None,
         step: &sb,
@@ -64,6 +71,7 @@ fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool, qk_no
         q: &qb,
         k_cache: &kb,
         v_cache: &vb,
+        kv,
         plan: &plan,
         qk_norm: qk_norm.then_some(QkNorm { weight: &nb, eps }),
     };
@@ -74,7 +82,10 @@ fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool, qk_no
     if with_bias {
         y.chunks_mut(n).for_each(|r| r.iter_mut().zip(&bias).for_each(|(a, b)| *a += b));
     }
-    let (q, kc, vc) = (read(gpu, &qb, rows * qn), read(gpu, &kb, slots * kvn), read(gpu, &vb, slots * kvn));
+    let (q, kc, vc) =
+        (read(gpu, &qb, rows * qn), read_kv(gpu, &kb, slots * kvn, kv), read_kv(gpu, &vb, slots * kvn, kv));
+    // f16 keeps 11 significant bits.
+    let kv_tol = if kv == KvType::F16 { 1e-3 } else { 1e-4 };
     let row_seqs = seqs.iter().flat_map(|s| (0..s.rows).map(move |t| (s, s.start + t)));
     for (t, (s, pos)) in row_seqs.enumerate() {
         let slot = s.slot(pos, block);
@@ -88,9 +99,9 @@ fn check(seqs: &[TestSeq], block: usize, n_blocks: usize, with_bias: bool, qk_no
         for head in 0..2 {
             let want = rope_ref(&normed(&row[qn + head * hd..qn + (head + 1) * hd], &norm_w[hd..]), pos, &inv_freq);
             let got: Vec<f32> = (0..hd).map(|d| kc[slot * kvn + head * hd + paired(d, hd)]).collect();
-            assert_close(&got, &want, 1e-4, &format!("k t={t} head={head}"));
+            assert_close(&got, &want, kv_tol, &format!("k {kv:?} t={t} head={head}"));
         }
-        assert_close(&vc[slot * kvn..(slot + 1) * kvn], &row[qn + kvn..], 1e-4, &format!("v t={t}"));
+        assert_close(&vc[slot * kvn..(slot + 1) * kvn], &row[qn + kvn..], kv_tol, &format!("v {kv:?} t={t}"));
     }
 }
 

@@ -37,7 +37,7 @@ fn output_rows_are_gathered_in_plan_order() {
     let g = random(d, 7);
     let outs = [4u32, 0, 2];
     let (xb, gb, yb) = (upload(gpu, &x), upload(gpu, &g), zeros(gpu, outs.len() * d));
-    let plan = test_plan(gpu, &[TestSeq { rows, start: 0, lo: 0, blocks: vec![0] }], 16, &outs);
+    let plan = test_plan(gpu, &[TestSeq { rows, start: 0, lo: 0, blocks: vec![0] }], 16, &outs, 0);
     let bufs = NormBuffers { x: &xb, gamma: &gb, y: &yb };
     let k = RmsNorm::new(gpu, d as u32, 1e-5, NormRows::Outputs(&plan), &bufs).unwrap();
     gpu.run_pass(|p| k.record(p, outs.len() as u32)).unwrap();
