@@ -14,6 +14,7 @@ use wginfer::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep};
 use wginfer::ops::attention_coop;
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
+use wginfer::ops::dequant_f16::DequantF16;
 use wginfer::ops::input_f16::InputF16;
 use wginfer::ops::linear::{InputNorm, LinearConfig, Rows};
 use wginfer::ops::matmul::Matmul;
@@ -52,6 +53,11 @@ fn kernels(c: &mut Criterion) {
         let w = Weight::upload(&gpu, "w", ty, n, k, &bytes).unwrap();
         let gemv = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, Rows::Outputs).unwrap();
         bench(c, &gpu, &format!("matmul gemv {n}x{k} {}", ty.name()), |p| gemv.record(p, 1));
+        if ty == WeightType::Q4_0 && gpu.caps.shader_f16 {
+            let copy = gpu.storage("w f16", (n * k * 2) as u64).unwrap();
+            let dequant = DequantF16::new(&gpu, ty, n as u32, k as u32, &w.single().unwrap().buffer, &copy).unwrap();
+            bench(c, &gpu, &format!("dequant_f16 {n}x{k} q4_0"), |p| dequant.record(p));
+        }
         if ty == WeightType::F16 {
             let prefill = Matmul::new(&gpu, &cfg, &w, &step, &x, &y, false, Rows::Tokens).unwrap();
             Step { n_tokens: 64, n_out: 1, pad: [0; 2] }.write(&gpu, &step);

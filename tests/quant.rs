@@ -12,8 +12,9 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::quant::{dequantize, to_gpu_layout};
 use wginfer::model::tensor::DType;
 use wginfer::ops::embedding::Embedding;
-use wginfer::ops::linear::{LinearConfig, Rows, GEMV_MAX_ROWS};
+use wginfer::ops::linear::{LinearConfig, LinearShape, Rows, GEMV_MAX_ROWS};
 use wginfer::ops::matmul::Matmul;
+use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{Step, Weight, WeightType};
 
 /// Every block type, as the file types that store them.
@@ -142,36 +143,51 @@ fn gpu_matmul_reads_quantized_weights() {
     let gpu = gpu();
     let all = cases();
     let n = 16;
+    let adapter = LinearConfig::for_adapter(&gpu.caps);
+    // The adapter's cores on its weight layout; where it has f16 shaders, also the tiled core
+    // over a copy of the weight dequantized once a step (`dequant_f16`), row after row.
+    let dequant = LinearConfig { dequant_once: Some(u64::MAX), ..LinearConfig::default() };
+    let mut configs = vec![(adapter, WeightLayout::linear(&gpu), vec![1, 4, 9, GEMV_MAX_ROWS as usize + 1, 300])];
+    if gpu.caps.shader_f16 {
+        configs.push((dequant, WeightLayout::Rows, vec![GEMV_MAX_ROWS as usize + 1, 300]));
+    }
     for t in types() {
         // y[m, j] = sum_k x[m, k] w[j, k] with the GEMV (1 row), batched GEMV (4 rows) and prefill
         // (9 rows) cores; 16 weight rows make whole tensor-core fragments where the adapter has them.
         let (quant, want) = mixed_weight(&all, t);
         let cols = want.len() / n;
-        let w = Weight::upload(&gpu, "w", t.gpu_type(), n, cols, &to_gpu_layout(t, &quant)).unwrap();
-        // One row, the 4-row variant, the widest twice over (a partial second grid z), the prefill core.
-        for rows in [1, 4, 9, GEMV_MAX_ROWS as usize + 1] {
-            let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
-            let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
-            let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
-            let step = Step::buffer(&gpu).unwrap();
-            Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
-            let cfg = LinearConfig::for_adapter(&gpu.caps);
-            let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
-            let f16_products =
-                rows as u32 > GEMV_MAX_ROWS && cfg.coop_for(t.gpu_type(), cols as u32, n as u32).is_some();
-            gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-            let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec();
-            for m in 0..rows {
-                for j in 0..n {
-                    let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[j * cols + k] as f64);
-                    let dot: f64 = products.clone().sum();
-                    let size: f64 = products.map(f64::abs).sum();
-                    let g = got[m * n + j] as f64;
-                    // f32 products: 20x the worst error on lavapipe (5e-8 of the sum of |products|).
-                    // Tensor cores round x and the weights to f16 (11 significant bits each), so
-                    // each product may be off by 2^-10 of itself.
-                    let tol = if f16_products { 1e-3 } else { 1e-6 } * size;
-                    assert!((g - dot).abs() <= tol, "{t:?} rows={rows}: y[{m}, {j}] = {g}, want {dot}");
+        for (cfg, layout, row_counts) in &configs {
+            let w = Weight::upload_in(&gpu, "w", t.gpu_type(), n, cols, &to_gpu_layout(t, &quant), *layout).unwrap();
+            let part = w.single().unwrap();
+            let shape =
+                LinearShape { k: cols as u32, n: n as u32, rows: Rows::Tokens, norm_eps: None, layout: part.layout };
+            let once = cfg.dequant_once_for(t.gpu_type(), &shape);
+            assert_eq!(once, cfg.dequant_once.is_some(), "{t:?}: dequantized once where configured");
+            // One row, the 4-row variant, the widest twice over (a partial second grid z), the
+            // prefill core (at 300 rows past the tensor-core split core, where it dequantizes once).
+            for &rows in row_counts {
+                let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
+                let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
+                let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
+                let step = Step::buffer(&gpu).unwrap();
+                Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
+                let op = Matmul::new(&gpu, cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
+                let prefill = rows as u32 > GEMV_MAX_ROWS;
+                let f16_products = prefill && (once || cfg.coop_for(t.gpu_type(), cols as u32, n as u32).is_some());
+                gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
+                let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec();
+                for m in 0..rows {
+                    for j in 0..n {
+                        let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[j * cols + k] as f64);
+                        let dot: f64 = products.clone().sum();
+                        let size: f64 = products.map(f64::abs).sum();
+                        let g = got[m * n + j] as f64;
+                        // f32 products: 20x the worst error on lavapipe (5e-8 of the sum of |products|).
+                        // Tensor cores and the f16 copy round the weights (and tensor cores x) to
+                        // f16 (11 significant bits each), so each product may be off by 2^-10 of itself.
+                        let tol = if f16_products { 1e-3 } else { 1e-6 } * size;
+                        assert!((g - dot).abs() <= tol, "{t:?} {cfg:?} rows={rows}: y[{m}, {j}] = {g}, want {dot}");
+                    }
                 }
             }
         }

@@ -11,8 +11,8 @@ use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::swiglu::GateUpRows;
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{
-    argmax, attention_coop, attention_flash, attention_plain, embedding, input_f16, matmul, probe_launch, probe_read,
-    qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
+    argmax, attention_coop, attention_flash, attention_plain, dequant_f16, embedding, input_f16, matmul, probe_launch,
+    probe_read, qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -34,7 +34,9 @@ fn every_kernel_variant_validates() {
     let rows_core = LinearConfig { cpu: true, int64: true, ..spanning };
     let wide = GemvShape { lanes: 256, rows: 2, threads: 256 };
     let coop = LinearConfig { coop: Some(32), coop_split: true, ..shuffle };
-    let configs: Vec<LinearConfig> = [portable, shuffle, spanning, rows_core, coop]
+    // Quantized weights' prefill core over their f16 copy (dequant_f16), tensor cores or tiled.
+    let once = |c: LinearConfig| LinearConfig { dequant_once: Some(u64::MAX), ..c };
+    let configs: Vec<LinearConfig> = [portable, shuffle, spanning, rows_core, coop, once(coop), once(shuffle)]
         .into_iter()
         .flat_map(|c| [c, LinearConfig { gemv: Some(wide), ..c }])
         .collect();
@@ -62,6 +64,7 @@ fn every_kernel_variant_validates() {
                 }
             }
         }
+        validate(&format!("dequant_f16 {ty:?}"), &dequant_f16::source(ty, 1152, 1024));
         for layout in [WeightLayout::Rows, WeightLayout::Grouped] {
             validate("embedding", &embedding::source(ty.libs(), layout, 896, 0, 151936, 1.0));
         }

@@ -21,6 +21,7 @@ use crate::ops::attention_coop;
 use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_grouped::AttentionGrouped;
 use crate::ops::attention_plain::{self, AttentionPlain};
+use crate::ops::dequant_f16::DequantF16;
 use crate::ops::embedding::Embedding;
 use crate::ops::input_f16::InputF16;
 use crate::ops::linear::{InputNorm, LinearConfig, Rows};
@@ -349,6 +350,16 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let input = InputF16::new(gpu, m.d, &xs, &x16, Some(InputNorm { weight: &gamma, eps: 1e-6 }))?;
             let bytes = u64::from(rows * m.d) * 6 + u64::from(m.d) * 4;
             r.row("input_f16", m.name, format!("{rows}x{}", m.d), (bytes, 0), &|p| input.record(p, rows))?;
+        }
+        // A quantized gate/up weight's f16 copy, written once a prompt step (`dequant_once`).
+        if gpu.caps.shader_f16 {
+            let (n, k) = (2 * m.inter, m.d);
+            let data = synthetic::random_gpu_weight(DType::Q4_0, n as usize, k as usize, 9)?;
+            let w = gpu.storage_from("w q4_0", &data)?;
+            let copy = gpu.storage("w f16", u64::from(n * k) * 2)?;
+            let dequant = DequantF16::new(gpu, WeightType::Q4_0, n, k, &w, &copy)?;
+            let bytes = data.len() as u64 + u64::from(n * k) * 2;
+            r.row("dequant_f16", m.name, format!("{n}x{k} q4_0"), (bytes, 0), &|p| dequant.record(p))?;
         }
         // Embedding gather of one token.
         let table = f16_weight(gpu, "embed", m.vocab, m.d)?;

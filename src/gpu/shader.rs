@@ -74,6 +74,7 @@ const FILES: &[(&str, &str)] = &[
     ("embedding", include_str!("../../shaders/embedding.wgsl")),
     ("rmsnorm", include_str!("../../shaders/rmsnorm.wgsl")),
     ("input_f16", include_str!("../../shaders/input_f16.wgsl")),
+    ("dequant_f16", include_str!("../../shaders/dequant_f16.wgsl")),
     ("matmul", include_str!("../../shaders/matmul.wgsl")),
     ("qkv_rope", include_str!("../../shaders/qkv_rope.wgsl")),
     ("qk_norm", include_str!("../../shaders/qk_norm.wgsl")),

@@ -157,7 +157,8 @@ pub struct Forward {
     pub last_attention: AttnKind,
     /// Kernel launches recorded in the last submit, one per op: a weight of several parts (split
     /// over bindings, or fused tensors of different types) adds one dispatch per extra part,
-    /// and a tensor-core prefill projection one for its `input_f16`, neither counted here (a
+    /// and a tensor-core prefill projection one for its `input_f16` (and a quantized one for its
+    /// `dequant_f16`), neither counted here (a
     /// decode step on a model whose fused weights are one type has neither).
     pub last_launches: usize,
 }

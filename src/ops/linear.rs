@@ -8,6 +8,7 @@
 
 use anyhow::Result;
 
+use super::dequant_f16::DequantF16;
 use super::input_f16::InputF16;
 use super::tune::{self, GemvTable};
 use super::weight::{WeightLayout, WeightPart};
@@ -329,6 +330,11 @@ pub struct LinearConfig {
     pub coop: Option<u32>,
     /// `Core::Split` exists (tensor cores, and workgroup memory for its shape).
     pub coop_split: bool,
+    /// Quantized weights' prefill-core steps first write the weight part as f16 rows into a
+    /// scratch buffer of at most this many bytes (`dequant_f16`), which the core then reads as
+    /// an f16 weight: each value dequantized once a step instead of once per tile of rows
+    /// (`dequant_once_for` says which weights).
+    pub dequant_once: Option<u64>,
     /// A CPU adapter: its own GEMV heuristic (`GemvShape::heuristic`).
     pub cpu: bool,
     /// Shaders may use 64-bit integers (the rows core reads weights and x through them).
@@ -410,6 +416,22 @@ fn coop_prefill() -> CoopShape {
     *S.get_or_init(|| COOP_PREFILL.or_env("WGINFER_COOP_PREFILL"))
 }
 
+/// The f16 copy of one weight part (`LinearConfig::dequant_once`) is at most this large: a
+/// 1.5B model's largest part (8960 x 1536 x 2 gate/up rows) takes 55 MB, an 8B's 235 MB.
+const DEQUANT_SCRATCH_MAX: u64 = 256 << 20;
+
+/// Kernel developers' knob: `WGINFER_DEQUANT_ONCE` = 1 or 0 turns `LinearConfig::dequant_once`
+/// on or off on any adapter with f16 shaders (by default: those with tensor cores).
+fn dequant_once_knob() -> Option<bool> {
+    static K: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        shape_knob("WGINFER_DEQUANT_ONCE", "0 or 1", |n| match *n {
+            [b @ (0 | 1)] => Some(b == 1),
+            _ => None,
+        })
+    })
+}
+
 fn coop_split() -> CoopShape {
     static S: std::sync::OnceLock<CoopShape> = std::sync::OnceLock::new();
     *S.get_or_init(|| COOP_SPLIT.or_env("WGINFER_COOP_SPLIT"))
@@ -422,7 +444,9 @@ impl LinearConfig {
         let coop = fits(coop_prefill()).then_some(caps.max_subgroup_size);
         let coop_split = coop.is_some() && fits(coop_split());
         let tiles = if caps.cpu { CPU_TILES } else { Tiles::default() }.or_env();
-        LinearConfig { tiles, coop, coop_split, ..Self::of_caps(caps) }
+        let dequant_once = (caps.shader_f16 && dequant_once_knob().unwrap_or(coop.is_some()))
+            .then_some(caps.max_binding.min(DEQUANT_SCRATCH_MAX));
+        LinearConfig { tiles, coop, coop_split, dequant_once, ..Self::of_caps(caps) }
     }
 
     /// What the adapter alone decides (which cores exist), without reading any knob: enough
@@ -437,6 +461,18 @@ impl LinearConfig {
     /// f16), and shapes of whole 16 x 16 fragments.
     pub fn coop_for(&self, weight: WeightType, k: u32, n: u32) -> Option<u32> {
         self.coop.filter(|_| weight != WeightType::F32 && k.is_multiple_of(16) && n.is_multiple_of(16))
+    }
+
+    /// A `[n, k]` part of this type has its prefill steps dequantized once (`dequant_once`):
+    /// quantized types (f32 and f16 are read as they are), steps over the step's tokens (the LM
+    /// head's few output rows are not worth its hundreds of MB of f16), rows stored row after row,
+    /// the tensor-core or tiled prefill core (the rows core of CPU adapters reads each block once
+    /// for 8 rows already), and an f16 copy within the scratch limit.
+    pub fn dequant_once_for(&self, weight: WeightType, s: &LinearShape) -> bool {
+        let quantized = !matches!(weight, WeightType::F32 | WeightType::F16);
+        let fits = self.dequant_once.is_some_and(|max| u64::from(s.n) * u64::from(s.k) * 2 <= max);
+        let core = matches!(self.prefill_core(weight, s), PrefillCore::Coop(_) | PrefillCore::Tiled);
+        quantized && fits && core && s.rows == Rows::Tokens && s.layout == WeightLayout::Rows
     }
 
     /// The subgroup size if a weight gets `Core::Split`.
@@ -550,6 +586,8 @@ pub struct LinearKernels {
     pub split: Option<Kernel>,
     /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
     coop: bool,
+    /// The prefill variant reads an f16 copy of the weight, dequantized from this type first.
+    dequant_from: Option<WeightType>,
     k: u32,
     n: u32,
     /// How the one-row GEMV core, each batched variant and the prefill core cover a step.
@@ -643,7 +681,7 @@ pub fn sources(
         let core = [gemv_input, rows_piece, "lib/linear_gemv_rows"];
         assemble(name, &d, &[&["lib/u64_bits"], &weight.block32_libs()[..], &core].concat())
     };
-    let coop = |sg: u32, c: CoopShape| {
+    let coop = |sg: u32, c: CoopShape, weight: WeightType| {
         let (tm, tn) = c.tile();
         let d = base
             .clone()
@@ -665,12 +703,14 @@ pub fn sources(
         };
         let pieces = match weight {
             WeightType::F16 => vec![w_f16, "lib/rows_of_step", core],
-            _ => [w, &[w_other, "lib/rows_of_step", core]].concat(),
+            _ => [weight.libs(), &[w_other, "lib/rows_of_step", core]].concat(),
         };
         assemble(name, &d, &pieces)
     };
+    // A weight dequantized once a step has its prefill core read the f16 copy.
+    let prefill_weight = if cfg.dequant_once_for(weight, s) { WeightType::F16 } else { weight };
     let prefill = match cfg.prefill_core(weight, s) {
-        PrefillCore::Coop(sg) => coop(sg, coop_prefill()),
+        PrefillCore::Coop(sg) => coop(sg, coop_prefill(), prefill_weight),
         PrefillCore::Rows => rows_core(ROWS_CORE_XROWS, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
         PrefillCore::Tiled => {
             let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
@@ -681,6 +721,7 @@ pub fn sources(
                 .u32("WG_Y", t.wg_y)
                 .u32("RM", t.tm / t.wg_y)
                 .u32("RN", t.tn / t.wg_x);
+            let w = prefill_weight.libs();
             assemble(name, &d, &[w, &[input, "lib/rows_of_step", "lib/linear_tiled"]].concat())
         }
     };
@@ -703,7 +744,7 @@ pub fn sources(
         };
         (Core::GemvBatch(rows), source)
     });
-    let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, coop_split())));
+    let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, coop_split(), weight)));
     [(Core::Gemv, one), (Core::Prefill, prefill)].into_iter().chain(batch).chain(split).collect()
 }
 
@@ -749,7 +790,8 @@ impl LinearKernels {
         let one = Grid::Outputs { outputs: gemv_shape.workgroup_rows(), rows: 1 };
         let batch = GEMV_BATCH_ROWS.iter().map(|&rows| cfg.batch_grid(shape.k, shape.n, rows)).collect();
         let grids = (one, batch, cfg.prefill_grid(weight, shape));
-        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, k: shape.k, n: shape.n, grids })
+        let dequant_from = cfg.dequant_once_for(weight, shape).then_some(weight);
+        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, dequant_from, k: shape.k, n: shape.n, grids })
     }
 
     /// The core that runs a step of `rows` rows: `Core::for_rows`, with `Core::Split` taking the
@@ -777,6 +819,19 @@ impl LinearKernels {
     }
 }
 
+/// A prefill variant's bindings: `copy` (the f16 copy of a weight dequantized once) in the
+/// weight's place (binding 2) where it reads one.
+fn weight_copy<'b>(
+    entries: &[(u32, &'b wgpu::Buffer)],
+    copy: Option<&'b wgpu::Buffer>,
+) -> Vec<(u32, &'b wgpu::Buffer)> {
+    let mut e = entries.to_vec();
+    if let Some(copy) = copy {
+        e[2].1 = copy;
+    }
+    e
+}
+
 /// Which of the GEMV_BATCH_ROWS variants runs a `Core::GemvBatch(built)` on `rows` rows: the
 /// one it names, or a larger one where the rows do not fit (the largest at most).
 fn batch_variant(built: u32, rows: u32) -> usize {
@@ -793,13 +848,16 @@ pub struct BoundLinear {
     split: Option<Bound>,
     /// Writes the f16 input rows the tensor-core prefill variant reads.
     input_f16: Option<InputF16>,
+    /// Writes the f16 weight rows the prefill variant reads (`LinearConfig::dequant_once`).
+    dequant: Option<DequantF16>,
 }
 
 impl BoundLinear {
     /// `buffers` go to bindings 0 (the step), 1 (x), 2, ...; `norm` (with a normalizing shape)
     /// to 15. The one-row GEMV core reads nothing of the step, so its binding 0 is left out.
     /// The tensor-core variant reads x as f16 rows from a scratch buffer shared by every linear
-    /// kernel, written just before it.
+    /// kernel, written just before it; a prefill variant over a weight dequantized once reads
+    /// the weight from another such scratch, likewise.
     pub fn new(
         gpu: &Gpu,
         kernels: LinearKernels,
@@ -811,8 +869,18 @@ impl BoundLinear {
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
         let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
         let gemv_batch = kernels.gemv_batch.iter().map(|k| k.bind_at(gpu, &with_norm)).collect();
+        let (n, k) = (kernels.n, kernels.k);
+        let w_f16 = match kernels.dequant_from {
+            Some(ty) => {
+                let copy = gpu.scratch("w_f16", u64::from(n) * u64::from(k) * 2)?;
+                let dequant = DequantF16::new(gpu, ty, n, k, buffers[2], &copy)?;
+                Some((copy, dequant))
+            }
+            None => None,
+        };
+        let copy = w_f16.as_ref().map(|(copy, _)| copy);
         let (prefill, split, input_f16) = match kernels.coop {
-            false => (kernels.prefill.bind_at(gpu, &with_norm), None, None),
+            false => (kernels.prefill.bind_at(gpu, &weight_copy(&with_norm, copy)), None, None),
             true => {
                 let x = buffers[1];
                 // Whole tiles of rows: the cores read past the step's last row.
@@ -829,10 +897,11 @@ impl BoundLinear {
                     }
                     None => None,
                 };
-                (kernels.prefill.bind_at(gpu, &coop_entries), split, Some(input))
+                (kernels.prefill.bind_at(gpu, &weight_copy(&coop_entries, copy)), split, Some(input))
             }
         };
-        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, input_f16 })
+        let dequant = w_f16.map(|(_, d)| d);
+        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, input_f16, dequant })
     }
 
     /// Records the variant that suits `rows` rows.
@@ -864,7 +933,12 @@ impl BoundLinear {
                 }
                 let bound = match (core, &self.split) {
                     (Core::Split, Some(split)) => split,
-                    _ => &self.prefill,
+                    _ => {
+                        if let Some(dequant) = &self.dequant {
+                            dequant.record(pass);
+                        }
+                        &self.prefill
+                    }
                 };
                 bound.record(pass, wg);
             }

@@ -5,6 +5,8 @@ use std::sync::OnceLock;
 use half::f16;
 use wginfer::gpu::{Gpu, GpuOptions};
 pub use wginfer::kv::KvType;
+use wginfer::model::quant::to_gpu_layout;
+use wginfer::model::tensor::DType;
 use wginfer::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{Step, Weight, WeightType};
@@ -149,6 +151,22 @@ pub fn weight_in(
         }
         q => panic!("{q:?}: quantized weights are tested in tests/quant.rs"),
     }
+}
+
+/// `data` quantized to Q8_0 by its definition (blocks of 32 values: an f16 scale d = max |v| /
+/// 127 and 32 int8 q = round(v / d)), in the GPU's byte layout, with the values it holds: d * q.
+pub fn q8_0_bytes(data: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let (mut bytes, mut values) = (Vec::new(), Vec::new());
+    for block in data.chunks(32) {
+        let d = f16::from_f32(block.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 127.0);
+        bytes.extend(d.to_le_bytes());
+        for v in block {
+            let q = (v / d.to_f32()).round().clamp(-127.0, 127.0) as i8;
+            bytes.push(q as u8);
+            values.push(d.to_f32() * f32::from(q));
+        }
+    }
+    (to_gpu_layout(DType::Q8_0, &bytes), values)
 }
 
 /// CPU reference: y[m, n] = sum_k x[m, k] w[n, k].

@@ -4,6 +4,7 @@
 mod argmax;
 mod attention;
 mod common;
+mod dequant_f16;
 mod embedding;
 mod input_f16;
 mod matmul;

@@ -1,8 +1,5 @@
 use super::common::*;
-use half::f16;
 use wginfer::gpu::{Gpu, GpuOptions};
-use wginfer::model::quant::to_gpu_layout;
-use wginfer::model::tensor::DType;
 use wginfer::ops::linear::{
     BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_BATCH_ROWS,
     GEMV_MAX_ROWS, GEMV_WIDE_ROWS,
@@ -56,21 +53,10 @@ fn check_with(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, rows: usize, k: usi
     assert_close(&read(gpu, &yb, rows * n), &want, tol, &format!("matmul {ty:?} {cfg:?} rows={rows} k={k} n={n}"));
 }
 
-/// A Q8_0 weight quantized from `data` by its definition (blocks of 32 values: an f16 scale
-/// d = max |v| / 127 and 32 int8 q = round(v / d)), with the values it holds: d * q.
+/// A Q8_0 weight quantized from `data` (`q8_0_bytes`), with the values it holds.
 fn q8_0_weight(gpu: &Gpu, rows: usize, cols: usize, data: &[f32]) -> (Weight, Vec<f32>) {
-    let (mut bytes, mut values) = (Vec::new(), Vec::new());
-    for block in data.chunks(32) {
-        let d = f16::from_f32(block.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 127.0);
-        bytes.extend(d.to_le_bytes());
-        for v in block {
-            let q = (v / d.to_f32()).round().clamp(-127.0, 127.0) as i8;
-            bytes.push(q as u8);
-            values.push(d.to_f32() * f32::from(q));
-        }
-    }
-    let gpu_bytes = to_gpu_layout(DType::Q8_0, &bytes);
-    (Weight::upload(gpu, "w", WeightType::Q8_0, rows, cols, &gpu_bytes).unwrap(), values)
+    let (bytes, values) = q8_0_bytes(data);
+    (Weight::upload(gpu, "w", WeightType::Q8_0, rows, cols, &bytes).unwrap(), values)
 }
 
 /// y += (x, RMS-normalized on load with `norm`) W^T through one kernel for every row count a
