@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
+# (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
+# (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch
+# Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
+# its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
+set -uo pipefail
+out=${OUT:-target/device-out}
+mkdir -p "$out"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+bin=./target/release/wginfer
+
+# run FILE COMMAND...: the command and its output (stdout and stderr) appended to FILE.
+run() {
+    local file=$1
+    shift
+    echo "== $(date +%T) $*" >>"$out/$file.txt"
+    timeout 300 "$@" >>"$out/$file.txt" 2>&1
+    echo "== exit $?" >>"$out/$file.txt"
+}
+
+e2e() { "$bin" bench e2e --synthetic qwen2.5-0.5b --json "$@"; }
+
+for phase in "$@"; do
+    case $phase in
+    tests)
+        run tests "$bin" info
+        for t in kernels quant gguf; do run tests target/device/$t; done
+        run tests target/device/golden --skip cli_json --test-threads=1
+        ;;
+    prefill)
+        # f16 and the quantized types, each quantized one also without dequantize-once.
+        for ty in f16 q4_0 q4_k q8_0; do run prefill e2e --type $ty; done
+        for ty in q4_0 q4_k; do run prefill env WGINFER_DEQUANT_ONCE=0 "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type $ty; done
+        run prefill "$bin" bench kernels --quick --types q4_0 --json
+        ;;
+    decode)
+        # Decode after long contexts, with K and V as f32 (the default) and as f16.
+        for kv in f32 f16; do
+            run decode e2e --type f16 --kv-type $kv --prefill 512 --decode 128 --runs 3 --depth 0,1024,4096
+        done
+        run decode "$bin" bench e2e --synthetic llama-3.2-1b --type f16 --json
+        ;;
+    batch)
+        sweep=(bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64)
+        run batch "$bin" "${sweep[@]}"
+        run batch "$bin" "${sweep[@]}" --kv-type f16
+        run batch env WGINFER_ATTN_GROUPED=1 "$bin" "${sweep[@]}"
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch)" >&2; exit 2 ;;
+    esac
+done
