@@ -36,6 +36,8 @@ for phase in "$@"; do
         for ty in f16 q4_0 q4_k q8_0; do run prefill e2e --type $ty; done
         for ty in q4_0 q4_k; do run prefill env WGINFER_DEQUANT_ONCE=0 "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type $ty; done
         run prefill "$bin" bench kernels --quick --types q4_0 --json
+        # Where the f16 copy starts to pay: both prefill forms at each row count.
+        run prefill "$bin" bench kernels --types q4_0,q4_k --shapes 9728x896,896x4864 --rows 64,128,256,512 --reps 20
         ;;
     decode)
         # Decode after long contexts, with K and V as f32 (the default) and as f16.

@@ -431,9 +431,10 @@ impl StepTable {
         let cases: Vec<(u32, Option<Core>)> = STEP_ROWS
             .into_iter()
             .flat_map(|r| {
-                // The cores that cross over: both tensor-core cores from the widest GEMV variant's
-                // rows on, and that variant past the rows it runs (a grid z per its rows).
-                let tensor = (r >= GEMV_WIDE_ROWS).then_some([Core::Prefill, Core::Split]);
+                // The cores that cross over: the prefill and tensor-core cores from the widest GEMV
+                // variant's rows on (the prefill core over a quantized weight's f16 copy too), and
+                // that variant past the rows it runs (a grid z per its rows).
+                let tensor = (r >= GEMV_WIDE_ROWS).then_some([Core::Prefill, Core::PrefillCopy, Core::Split]);
                 let gemv = (r > GEMV_MAX_ROWS).then_some(Core::GemvBatch(GEMV_WIDE_ROWS));
                 let others = tensor.into_iter().flatten().chain(gemv).map(move |c| (r, Some(c)));
                 std::iter::once((r, None)).chain(others)
@@ -567,7 +568,8 @@ impl GemvBench {
 
     /// Like `time`, for a step of `rows` rows through `core` (of the weight's single part; by
     /// default the one such a step runs), which it returns; `None` where the kernel has no such
-    /// core (`Core::Split` off tensor cores). `norm`: each row of x RMS-normalized on the way in.
+    /// core (`Core::Split` off tensor cores, `Core::PrefillCopy` where no weight is copied).
+    /// `norm`: each row of x RMS-normalized on the way in.
     fn time_core(
         &self,
         gpu: &Gpu,
@@ -596,7 +598,7 @@ impl GemvBench {
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));
-        if core == Core::Split && !ops[0].has_split() {
+        if !ops[0].has(core) {
             return Ok(None);
         }
         let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {

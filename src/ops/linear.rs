@@ -232,6 +232,10 @@ pub enum Core {
     /// SPLIT_MAX_N outputs where the prefill tiles would leave most of the GPU idle
     /// (`LinearKernels::core_for` chooses it by `split_runs` where the adapter has tensor cores).
     Split,
+    /// The prefill core over an f16 copy of a quantized weight, written by `dequant_f16` just
+    /// before it (`LinearConfig::dequant_once`): for steps of more than one tile of rows, where
+    /// the prefill core would dequantize each value once per tile.
+    PrefillCopy,
 }
 
 /// Weights with this many outputs or more keep the prefill core: it has workgroups enough.
@@ -330,10 +334,10 @@ pub struct LinearConfig {
     pub coop: Option<u32>,
     /// `Core::Split` exists (tensor cores, and workgroup memory for its shape).
     pub coop_split: bool,
-    /// Quantized weights' prefill-core steps first write the weight part as f16 rows into a
-    /// scratch buffer of at most this many bytes (`dequant_f16`), which the core then reads as
-    /// an f16 weight: each value dequantized once a step instead of once per tile of rows
-    /// (`dequant_once_for` says which weights).
+    /// Quantized weights' prefill-core steps of several tiles of rows first write the weight
+    /// part as f16 rows into a scratch buffer of at most this many bytes (`dequant_f16`), which
+    /// the core then reads as an f16 weight (`Core::PrefillCopy`): each value dequantized once a
+    /// step instead of once per tile of rows (`dequant_once_for` says which weights).
     pub dequant_once: Option<u64>,
     /// A CPU adapter: its own GEMV heuristic (`GemvShape::heuristic`).
     pub cpu: bool,
@@ -463,7 +467,7 @@ impl LinearConfig {
         self.coop.filter(|_| weight != WeightType::F32 && k.is_multiple_of(16) && n.is_multiple_of(16))
     }
 
-    /// A `[n, k]` part of this type has its prefill steps dequantized once (`dequant_once`):
+    /// A `[n, k]` part of this type has `Core::PrefillCopy` (`dequant_once`):
     /// quantized types (f32 and f16 are read as they are), steps over the step's tokens (the LM
     /// head's few output rows are not worth its hundreds of MB of f16), rows stored row after row,
     /// the tensor-core or tiled prefill core (the rows core of CPU adapters reads each block once
@@ -556,6 +560,10 @@ impl LinearConfig {
                 PrefillCore::Tiled => ("tiled", "-".into()),
             },
             Core::Split => ("coop_split", "-".into()),
+            Core::PrefillCopy => match self.prefill_core(ty, &shape) {
+                PrefillCore::Coop(_) => ("coop", "f16 copy".into()),
+                _ => ("tiled", "f16 copy".into()),
+            },
         }
     }
 
@@ -584,10 +592,10 @@ pub struct LinearKernels {
     pub gemv_batch: Vec<Kernel>,
     pub prefill: Kernel,
     pub split: Option<Kernel>,
-    /// The prefill variant runs on tensor cores (and reads its input as f16 rows).
+    /// `Core::PrefillCopy`, and the weight type its copy is dequantized from.
+    pub prefill_copy: Option<(Kernel, WeightType)>,
+    /// The prefill variants run on tensor cores (and read their input as f16 rows).
     coop: bool,
-    /// The prefill variant reads an f16 copy of the weight, dequantized from this type first.
-    dequant_from: Option<WeightType>,
     k: u32,
     n: u32,
     /// How the one-row GEMV core, each batched variant and the prefill core cover a step.
@@ -640,8 +648,9 @@ fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'stat
     }
 }
 
-/// WGSL of `name` in each of its variants (`Core::Gemv`, `Core::GemvBatch`, `Core::Prefill`, and
-/// `Core::Split` where `cfg.split_for` gives it); `defs` carries the kernel's own constants.
+/// WGSL of `name` in each of its variants (`Core::Gemv`, `Core::GemvBatch`, `Core::Prefill`,
+/// `Core::Split` where `cfg.split_for` gives it, `Core::PrefillCopy` where `cfg.dequant_once_for`
+/// does); `defs` carries the kernel's own constants.
 pub fn sources(
     name: &str,
     defs: &Defs,
@@ -707,10 +716,9 @@ pub fn sources(
         };
         assemble(name, &d, &pieces)
     };
-    // A weight dequantized once a step has its prefill core read the f16 copy.
-    let prefill_weight = if cfg.dequant_once_for(weight, s) { WeightType::F16 } else { weight };
-    let prefill = match cfg.prefill_core(weight, s) {
-        PrefillCore::Coop(sg) => coop(sg, coop_prefill(), prefill_weight),
+    // The prefill core over weights of type `ty`: the weight's, or f16 (its copy).
+    let prefill = |ty: WeightType| match cfg.prefill_core(weight, s) {
+        PrefillCore::Coop(sg) => coop(sg, coop_prefill(), ty),
         PrefillCore::Rows => rows_core(ROWS_CORE_XROWS, ROWS_CORE_MULTI.rows, "lib/rows_of_step"),
         PrefillCore::Tiled => {
             let d = prefill_defs(t.tm, t.wg_x * t.wg_y)
@@ -721,8 +729,7 @@ pub fn sources(
                 .u32("WG_Y", t.wg_y)
                 .u32("RM", t.tm / t.wg_y)
                 .u32("RN", t.tn / t.wg_x);
-            let w = prefill_weight.libs();
-            assemble(name, &d, &[w, &[input, "lib/rows_of_step", "lib/linear_tiled"]].concat())
+            assemble(name, &d, &[ty.libs(), &[input, "lib/rows_of_step", "lib/linear_tiled"]].concat())
         }
     };
     let one = match g.lanes {
@@ -745,7 +752,9 @@ pub fn sources(
         (Core::GemvBatch(rows), source)
     });
     let split = cfg.split_for(weight, s).map(|sg| (Core::Split, coop(sg, coop_split(), weight)));
-    [(Core::Gemv, one), (Core::Prefill, prefill)].into_iter().chain(batch).chain(split).collect()
+    let copy = cfg.dequant_once_for(weight, s).then(|| (Core::PrefillCopy, prefill(WeightType::F16)));
+    let prefill = (Core::Prefill, prefill(weight));
+    [(Core::Gemv, one), prefill].into_iter().chain(batch).chain(split).chain(copy).collect()
 }
 
 impl LinearKernels {
@@ -780,6 +789,7 @@ impl LinearKernels {
         }
         let mut take = |core: Core| kernels.iter().position(|(c, _)| *c == core).map(|i| kernels.remove(i).1);
         let (gemv, prefill, split) = (take(Core::Gemv), take(Core::Prefill), take(Core::Split));
+        let prefill_copy = take(Core::PrefillCopy).map(|k| (k, weight));
         let gemv_batch = GEMV_BATCH_ROWS.iter().map(|&r| take(Core::GemvBatch(r)).expect("always built")).collect();
         let (gemv, prefill) = (gemv.expect("always built"), prefill.expect("always built"));
         if !cfg.rows_core_fits(shape.k) {
@@ -790,15 +800,16 @@ impl LinearKernels {
         let one = Grid::Outputs { outputs: gemv_shape.workgroup_rows(), rows: 1 };
         let batch = GEMV_BATCH_ROWS.iter().map(|&rows| cfg.batch_grid(shape.k, shape.n, rows)).collect();
         let grids = (one, batch, cfg.prefill_grid(weight, shape));
-        let dequant_from = cfg.dequant_once_for(weight, shape).then_some(weight);
-        Ok(LinearKernels { gemv, gemv_batch, prefill, split, coop, dequant_from, k: shape.k, n: shape.n, grids })
+        Ok(LinearKernels { gemv, gemv_batch, prefill, split, prefill_copy, coop, k: shape.k, n: shape.n, grids })
     }
 
     /// The core that runs a step of `rows` rows: `Core::for_rows`, with `Core::Split` taking the
-    /// prefill core's small steps where this kernel has it.
+    /// prefill core's small steps where this kernel has it, and `Core::PrefillCopy` its steps of
+    /// more than one tile of rows.
     pub fn core_for(&self, rows: u32) -> Core {
         match Core::for_rows(rows) {
             Core::Prefill if self.split.is_some() && split_runs(self.n, rows) => Core::Split,
+            Core::Prefill if self.prefill_copy.is_some() && rows > self.grids.2.rows() => Core::PrefillCopy,
             core => core,
         }
     }
@@ -808,7 +819,7 @@ impl LinearKernels {
         let grid = match core {
             Core::Gemv => self.grids.0,
             Core::GemvBatch(built) => self.grids.1[batch_variant(built, rows)],
-            Core::Prefill => self.grids.2,
+            Core::Prefill | Core::PrefillCopy => self.grids.2,
             Core::Split => {
                 let (tile_rows, cols) = coop_split().tile();
                 let [x, y, _] = Grid::Tiles { rows: tile_rows, cols }.workgroups(self.n, rows);
@@ -817,19 +828,6 @@ impl LinearKernels {
         };
         grid.workgroups(self.n, rows)
     }
-}
-
-/// A prefill variant's bindings: `copy` (the f16 copy of a weight dequantized once) in the
-/// weight's place (binding 2) where it reads one.
-fn weight_copy<'b>(
-    entries: &[(u32, &'b wgpu::Buffer)],
-    copy: Option<&'b wgpu::Buffer>,
-) -> Vec<(u32, &'b wgpu::Buffer)> {
-    let mut e = entries.to_vec();
-    if let Some(copy) = copy {
-        e[2].1 = copy;
-    }
-    e
 }
 
 /// Which of the GEMV_BATCH_ROWS variants runs a `Core::GemvBatch(built)` on `rows` rows: the
@@ -846,18 +844,18 @@ pub struct BoundLinear {
     gemv_batch: Vec<Bound>,
     prefill: Bound,
     split: Option<Bound>,
-    /// Writes the f16 input rows the tensor-core prefill variant reads.
+    /// `Core::PrefillCopy`, and what writes its f16 copy of the weight.
+    prefill_copy: Option<(Bound, DequantF16)>,
+    /// Writes the f16 input rows the tensor-core prefill variants read.
     input_f16: Option<InputF16>,
-    /// Writes the f16 weight rows the prefill variant reads (`LinearConfig::dequant_once`).
-    dequant: Option<DequantF16>,
 }
 
 impl BoundLinear {
     /// `buffers` go to bindings 0 (the step), 1 (x), 2, ...; `norm` (with a normalizing shape)
     /// to 15. The one-row GEMV core reads nothing of the step, so its binding 0 is left out.
-    /// The tensor-core variant reads x as f16 rows from a scratch buffer shared by every linear
-    /// kernel, written just before it; a prefill variant over a weight dequantized once reads
-    /// the weight from another such scratch, likewise.
+    /// The tensor-core variants read x as f16 rows from a scratch buffer shared by every linear
+    /// kernel, written just before them; `Core::PrefillCopy` reads the weight's f16 copy from
+    /// another such scratch, likewise.
     pub fn new(
         gpu: &Gpu,
         kernels: LinearKernels,
@@ -869,39 +867,48 @@ impl BoundLinear {
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
         let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
         let gemv_batch = kernels.gemv_batch.iter().map(|k| k.bind_at(gpu, &with_norm)).collect();
-        let (n, k) = (kernels.n, kernels.k);
-        let w_f16 = match kernels.dequant_from {
-            Some(ty) => {
-                let copy = gpu.scratch("w_f16", u64::from(n) * u64::from(k) * 2)?;
-                let dequant = DequantF16::new(gpu, ty, n, k, buffers[2], &copy)?;
-                Some((copy, dequant))
+        let (n, k) = (u64::from(kernels.n), u64::from(kernels.k));
+        let x16 = match kernels.coop {
+            true => {
+                // Whole tiles of rows: the cores read past the step's last row.
+                let tile_rows = kernels.grids.2.rows().max(coop_split().tile().0);
+                let rows = buffers[1].size() / (4 * k) + u64::from(tile_rows);
+                Some(gpu.scratch("x_f16", rows * k * 2)?)
+            }
+            false => None,
+        };
+        // The prefill variants' bindings: on tensor cores x as f16 rows (normalized there).
+        let prefill_entries = match &x16 {
+            Some(x16) => {
+                let mut e = entries.clone();
+                e[1].1 = x16;
+                e
+            }
+            None => with_norm,
+        };
+        let prefill = kernels.prefill.bind_at(gpu, &prefill_entries);
+        let split = match &kernels.split {
+            Some(kernel) => {
+                let sums = gpu.scratch("split_sums", split_sums_bytes())?;
+                Some(kernel.bind_at(gpu, &[&prefill_entries[..], &[(14, &sums)]].concat()))
             }
             None => None,
         };
-        let copy = w_f16.as_ref().map(|(copy, _)| copy);
-        let (prefill, split, input_f16) = match kernels.coop {
-            false => (kernels.prefill.bind_at(gpu, &weight_copy(&with_norm, copy)), None, None),
-            true => {
-                let x = buffers[1];
-                // Whole tiles of rows: the cores read past the step's last row.
-                let tile_rows = kernels.grids.2.rows().max(coop_split().tile().0);
-                let rows = x.size() / (4 * u64::from(kernels.k)) + u64::from(tile_rows);
-                let x16 = gpu.scratch("x_f16", rows * u64::from(kernels.k) * 2)?;
-                let input = InputF16::new(gpu, kernels.k, x, &x16, norm)?;
-                let mut coop_entries = entries.clone();
-                coop_entries[1].1 = &x16;
-                let split = match &kernels.split {
-                    Some(k) => {
-                        let sums = gpu.scratch("split_sums", split_sums_bytes())?;
-                        Some(k.bind_at(gpu, &[&coop_entries[..], &[(14, &sums)]].concat()))
-                    }
-                    None => None,
-                };
-                (kernels.prefill.bind_at(gpu, &weight_copy(&coop_entries, copy)), split, Some(input))
+        let prefill_copy = match &kernels.prefill_copy {
+            Some((kernel, ty)) => {
+                let copy = gpu.scratch("w_f16", n * k * 2)?;
+                let dequant = DequantF16::new(gpu, *ty, kernels.n, kernels.k, buffers[2], &copy)?;
+                let mut e = prefill_entries.clone();
+                e[2].1 = &copy;
+                Some((kernel.bind_at(gpu, &e), dequant))
             }
+            None => None,
         };
-        let dequant = w_f16.map(|(_, d)| d);
-        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, input_f16, dequant })
+        let input_f16 = match &x16 {
+            Some(x16) => Some(InputF16::new(gpu, kernels.k, buffers[1], x16, norm)?),
+            None => None,
+        };
+        Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, prefill_copy, input_f16 })
     }
 
     /// Records the variant that suits `rows` rows.
@@ -914,31 +921,34 @@ impl BoundLinear {
         self.kernels.core_for(rows)
     }
 
-    /// This kernel has `Core::Split` (tensor cores, and a weight of whole fragments under
-    /// SPLIT_MAX_N outputs).
-    pub fn has_split(&self) -> bool {
-        self.split.is_some()
+    /// This kernel has `core` (`Core::Split`: tensor cores, and a weight of whole fragments
+    /// under SPLIT_MAX_N outputs; `Core::PrefillCopy`: `LinearConfig::dequant_once_for`).
+    pub fn has(&self, core: Core) -> bool {
+        match core {
+            Core::Split => self.split.is_some(),
+            Core::PrefillCopy => self.prefill_copy.is_some(),
+            _ => true,
+        }
     }
 
     /// Records `core` on `rows` rows (benchmarks compare the cores at the same rows; a GEMV
-    /// core takes at most as many rows as it is built for).
+    /// core takes at most as many rows as it is built for; a core it lacks runs the prefill core).
     pub fn record_core(&self, pass: &mut wgpu::ComputePass<'_>, core: Core, rows: u32) {
         let wg = self.kernels.workgroups(core, rows);
         match core {
             Core::Gemv => self.gemv.record(pass, wg),
             Core::GemvBatch(built) => self.gemv_batch[batch_variant(built, rows)].record(pass, wg),
-            Core::Prefill | Core::Split => {
+            Core::Prefill | Core::Split | Core::PrefillCopy => {
                 if let Some(input) = &self.input_f16 {
                     input.record(pass, rows);
                 }
-                let bound = match (core, &self.split) {
-                    (Core::Split, Some(split)) => split,
-                    _ => {
-                        if let Some(dequant) = &self.dequant {
-                            dequant.record(pass);
-                        }
-                        &self.prefill
+                let bound = match (core, &self.split, &self.prefill_copy) {
+                    (Core::Split, Some(split), _) => split,
+                    (Core::PrefillCopy, _, Some((copy, dequant))) => {
+                        dequant.record(pass);
+                        copy
                     }
+                    _ => &self.prefill,
                 };
                 bound.record(pass, wg);
             }
