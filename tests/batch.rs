@@ -1,6 +1,6 @@
 //! Many sequences at once (the continuous batcher): greedy prompts run together, arriving at
 //! different steps, give exactly the ids each gives alone (and transformers' where a golden
-//! exists), with ring and paged KV memory; memory comes back; a dry pool preempts without
+//! exists), with ring and paged KV memory (and f16 K and V); memory comes back; a dry pool preempts without
 //! changing anyone's ids.
 
 mod support;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use support::{fixture, golden, ids, seq_request};
 use wginfer::engine::{Engine, EngineOptions, Finish, Request};
-use wginfer::kv::{KvLayout, KvOptions};
+use wginfer::kv::{KvLayout, KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest, SeqStats};
@@ -88,13 +88,16 @@ fn prompts(g: &serde_json::Value) -> Vec<(Vec<u32>, Option<Vec<u32>>)> {
     p
 }
 
-fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) {
+/// Ring and paged memory with f32 K and V; for `f16_kv`, paged with f16 K and V too (the
+/// fixtures whose goldens hold with it, tests/golden.rs).
+fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str, f16_kv: bool) {
     let cases = prompts(g);
     let all: Vec<Vec<u32>> = cases.iter().map(|(p, _)| p.clone()).collect();
     // Three at once, then one more every other step: prompt chunks share steps with decode.
     let arrivals = [0, 0, 0, 2, 4, 6, 8, 10];
     let opts = BatchOptions { max_batch_tokens: 96, ..Default::default() };
-    for kv in [ring(8), paged(8, None)] {
+    let f16 = f16_kv.then_some(KvOptions { dtype: KvType::F16, ..paged(8, None) });
+    for kv in [ring(8), paged(8, None)].into_iter().chain(f16) {
         let mut e = engine(path, kv);
         let want: Vec<Vec<u32>> = all.iter().map(|p| alone(&mut e, p, 16)).collect();
         for ((p, golden), w) in cases.iter().zip(&want) {
@@ -104,7 +107,8 @@ fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) 
         }
         let (got, stats, _) = run_batch(&mut e, opts, &all, 16, &arrivals);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(g, w, "{label} {:?}: prompt {i} ({} tokens) in the batch", kv.layout, all[i].len());
+            let what = format!("{label} {:?} {:?}", kv.layout, kv.dtype);
+            assert_eq!(g, w, "{what}: prompt {i} ({} tokens) in the batch", all[i].len());
         }
         assert!(stats.iter().all(|s| s.finish == Finish::Length && s.tokens == 16));
         assert_eq!(e.forward.kv.used_blocks(), 0, "{label} {:?}: blocks still held", kv.layout);
@@ -115,12 +119,13 @@ fn check_invariance(path: &std::path::Path, g: &serde_json::Value, label: &str) 
 fn batched_greedy_ids_equal_each_prompt_alone() {
     // gemma3-bf16: local layers' windows (16 positions) crossed inside prompt chunks and decode.
     for name in ["llama-f32", "qwen2-f32", "qwen2-bf16", "mistral-f16", "qwen3-bf16", "gemma3-bf16"] {
-        check_invariance(&fixture(name), &golden(name), name);
+        let f16_kv = ["mistral-f16", "qwen3-bf16", "gemma3-bf16"].contains(&name);
+        check_invariance(&fixture(name), &golden(name), name, f16_kv);
     }
     // Quantized, and with types differing inside the fused projections (a dispatch per part).
     for stem in ["tiny-llama-q8_0", "tiny-llama-mixed-parts"] {
         let g = support::read_json(&fixture("gguf").join(format!("{stem}.golden.json")));
-        check_invariance(&fixture("gguf").join(format!("{stem}.gguf")), &g, stem);
+        check_invariance(&fixture("gguf").join(format!("{stem}.gguf")), &g, stem, false);
     }
 }
 
