@@ -10,7 +10,7 @@ use super::attention_coop::AttentionCoop;
 use super::attention_flash::AttentionFlash;
 use super::attention_grouped::AttentionGrouped;
 use super::attention_plain::{AttentionPlain, PlainShape};
-use super::linear::shape_knob;
+use super::linear::switch_knob;
 use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::Defs;
@@ -23,12 +23,7 @@ use crate::kv::KvType;
 /// it. Kernel developers' knob: `WGINFER_ATTN_GROUPED` = 1 or 0.
 pub fn grouped_for(caps: &Caps) -> bool {
     static KNOB: OnceLock<Option<bool>> = OnceLock::new();
-    let knob = KNOB.get_or_init(|| {
-        shape_knob("WGINFER_ATTN_GROUPED", "0 or 1", |n| match *n {
-            [v] if v <= 1 => Some(v == 1),
-            _ => None,
-        })
-    });
+    let knob = KNOB.get_or_init(|| switch_knob("WGINFER_ATTN_GROUPED"));
     knob.unwrap_or(caps.cpu)
 }
 

@@ -415,6 +415,14 @@ pub(crate) fn shape_knob<T>(var: &str, form: &str, shape: impl Fn(&[u32]) -> Opt
     s
 }
 
+/// A kernel developers' switch `var` = 1 or 0 (`shape_knob`'s warning for anything else).
+pub(crate) fn switch_knob(var: &str) -> Option<bool> {
+    shape_knob(var, "0 or 1", |n| match *n {
+        [b @ (0 | 1)] => Some(b == 1),
+        _ => None,
+    })
+}
+
 fn coop_prefill() -> CoopShape {
     static S: std::sync::OnceLock<CoopShape> = std::sync::OnceLock::new();
     *S.get_or_init(|| COOP_PREFILL.or_env("WGINFER_COOP_PREFILL"))
@@ -429,12 +437,7 @@ const DEQUANT_SCRATCH_MAX: u64 = 320 << 20;
 /// on or off on any adapter with f16 shaders (by default: those with tensor cores).
 fn dequant_once_knob() -> Option<bool> {
     static K: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *K.get_or_init(|| {
-        shape_knob("WGINFER_DEQUANT_ONCE", "0 or 1", |n| match *n {
-            [b @ (0 | 1)] => Some(b == 1),
-            _ => None,
-        })
-    })
+    *K.get_or_init(|| switch_knob("WGINFER_DEQUANT_ONCE"))
 }
 
 fn coop_split() -> CoopShape {
