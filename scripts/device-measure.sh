@@ -2,7 +2,7 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
 set -uo pipefail
@@ -35,6 +35,10 @@ for phase in "$@"; do
         # f16 and the quantized types, each quantized one also without dequantize-once.
         for ty in f16 q4_0 q4_k q8_0; do run prefill e2e --type $ty; done
         for ty in q4_0 q4_k; do run prefill env WGINFER_DEQUANT_ONCE=0 "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type $ty; done
+        # The staged prefill core's k split over workgroups: off (1), and other targets.
+        for t in 1 264 1056; do
+            run prefill env WGINFER_PREFILL_SPLIT_K=$t "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16
+        done
         run prefill "$bin" bench kernels --quick --types q4_0 --json
         # Where the f16 copy starts to pay: both prefill forms at each row count.
         run prefill "$bin" bench kernels --types q4_0,q4_k --shapes 9728x896,896x4864 --rows 64,128,256,512 --reps 20
@@ -45,6 +49,8 @@ for phase in "$@"; do
             run decode e2e --type f16 --kv-type $kv --prefill 512 --decode 128 --runs 3 --depth 0,1024,4096
         done
         run decode "$bin" bench e2e --synthetic llama-3.2-1b --type f16 --json
+        # Where a decode step's time goes now (each kernel's mean carries one timestamp's cost).
+        run decode "$bin" bench e2e --synthetic qwen2.5-0.5b --type f16 --prefill 512 --decode 4 --runs 1 --profile
         ;;
     batch)
         sweep=(bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64)
@@ -52,6 +58,14 @@ for phase in "$@"; do
         run batch "$bin" "${sweep[@]}" --kv-type f16
         run batch env WGINFER_ATTN_GROUPED=1 "$bin" "${sweep[@]}"
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch)" >&2; exit 2 ;;
+    shapes)
+        # The tensor-core prefill core's shape at one 64-row tile (a B=64 decode step's gate/up,
+        # one workgroup per SM) and at 512 rows: do k-sharing subgroups (sgk) pay at 64 rows?
+        for s in 2,2,1,64 2,2,1,128 2,2,2,64 2,2,2,128 1,2,2,64 1,1,1,64 1,1,2,128; do
+            run shapes env WGINFER_COOP_PREFILL=$s "$bin" bench kernels --types f16 \
+                --shapes 9728x896,896x4864,151936x896 --rows 64,512 --reps 20
+        done
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes)" >&2; exit 2 ;;
     esac
 done

@@ -5,7 +5,10 @@ enable wgpu_cooperative_matrix;
 // SGM x SGN x SGK subgroups: each owns a 32 x 32 block of the tile (2 x 2 fragments), and the
 // SGK subgroups sharing a block take turns over the 16-wide k steps of each
 // stage (split-K: few tiles still give every SM subgroups enough to hide latency); their sums
-// meet in workgroup memory at the end.
+// meet in workgroup memory at the end. Where a step has few tiles and long rows (the down
+// projection: 112 tiles of k 4864 for a 512-row step), k is split once more over the grid's z
+// (lib/split_k): one workgroup's loop over the stages is a chain of loads, each waiting for
+// memory, that other workgroups on its SM would otherwise hide.
 // Both operands are staged through workgroup memory TK columns at a time (16-byte loads from
 // storage; rows 16 bytes longer than TK, so a fragment's rows fall on different banks); while a
 // stage multiplies, the next one's values are loaded into registers. The stage is an array of
@@ -15,7 +18,7 @@ enable wgpu_cooperative_matrix;
 // A finished fragment goes through workgroup memory once more so the kernel's store_pair (bias,
 // RoPE, SwiGLU, residual) sees plain (m, n) pairs.
 // Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_w_*:
-// w_vals(e); step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), SGM, SGN, SGK,
+// w_vals(e); step_rows from lib/rows_of_step; lib/split_k. Constants: K and N (multiples of 16), SGM, SGN, SGK,
 // TM = 32 * SGM, TN = 32 * SGN,
 // TK (a multiple of 16 * SGK),
 // SG (the subgroup size), WG_THREADS = SGM * SGN * SGK * SG.
@@ -40,7 +43,10 @@ const LOADS: u32 = (CHUNKS + WG_THREADS - 1u) / WG_THREADS;
 const SUBGROUPS: u32 = SGM * SGN * SGK;
 
 var<workgroup> stage: array<vec4<f16>, (TM + TN) * RS / 4u>;
-// One 16 x 16 f32 fragment per subgroup, for the k shares' sums and the stores.
+// One 16 x 16 f32 fragment per subgroup, for the k shares' sums and the stores. frag[0] also
+// passes a split's arrival count: no other workgroup variable sits beside the f32 array the
+// fragments are stored to (a u32 beside one shifted the NVIDIA driver's coopStoreT by a value,
+// lib/linear_coop_split).
 var<workgroup> frag: array<f32, SUBGROUPS * 256u>;
 
 // Chunk i (8 values) of the stage at k0: the TM rows of x, then the TN rows of W.
@@ -59,10 +65,15 @@ fn stage_vals(i: u32, m0: u32, n0: u32, k0: u32) -> H8 {
 }
 
 @compute @workgroup_size(WG_THREADS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
     let m0 = wg.y * TM;
     let n0 = wg.x * TN;
     let rows = step_rows();
+    let k_range = split_k_range(wg.z, groups.z);
     // This subgroup's block of the tile, and its share of k.
     let sg = tid / SG;
     let block = sg % (SGM * SGN);
@@ -77,9 +88,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var c11 = coop_mat16x16<f32, C>();
     var next: array<H8, LOADS>;
     for (var j = 0u; j < LOADS; j++) {
-        next[j] = stage_vals(tid + j * WG_THREADS, m0, n0, 0u);
+        next[j] = stage_vals(tid + j * WG_THREADS, m0, n0, k_range.x);
     }
-    for (var k0 = 0u; k0 < K; k0 += TK) {
+    for (var k0 = k_range.x; k0 < k_range.y; k0 += TK) {
         for (var j = 0u; j < LOADS; j++) {
             let i = tid + j * WG_THREADS;
             if (i < CHUNKS) {
@@ -90,7 +101,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
         workgroupBarrier();
         // The next stage's words load while this one multiplies.
-        if (k0 + TK < K) {
+        if (k0 + TK < k_range.y) {
             for (var j = 0u; j < LOADS; j++) {
                 next[j] = stage_vals(tid + j * WG_THREADS, m0, n0, k0 + TK);
             }
@@ -117,32 +128,65 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         workgroupBarrier();
     }
     // One fragment at a time: every subgroup stores its share, the first k share's lanes add
-    // the others and store the pairs.
-    store_fragment(c00, tid, m0 + bm, n0 + bn, rows);
-    store_fragment(c01, tid, m0 + bm, n0 + bn + 16u, rows);
-    store_fragment(c10, tid, m0 + bm + 16u, n0 + bn, rows);
-    store_fragment(c11, tid, m0 + bm + 16u, n0 + bn + 16u, rows);
+    // the others and store the pairs (or publish them, one split of several).
+    let splits = groups.z;
+    let tile_id = wg.y * groups.x + wg.x;
+    let own = split_at(tile_id, splits, wg.z);
+    store_fragment(c00, tid, bm, bn, m0, n0, rows, splits, own);
+    store_fragment(c01, tid, bm, bn + 16u, m0, n0, rows, splits, own);
+    store_fragment(c10, tid, bm + 16u, bn, m0, n0, rows, splits, own);
+    store_fragment(c11, tid, bm + 16u, bn + 16u, m0, n0, rows, splits, own);
+    if (splits == 1u) {
+        return;
+    }
+    storageBarrier();
+    if (tid == 0u) {
+        frag[0] = f32(split_arrive(tile_id));
+    }
+    if (u32(workgroupUniformLoad(&frag[0])) != splits - 1u) {
+        return;
+    }
+    storageBarrier();
+    store_tile(tid, tile_id, splits, m0, n0, rows);
 }
 
-// Stores the 16 x 16 outputs at (fm, fn_) of the block whose k shares hold c (called by every
-// invocation: it has barriers).
-fn store_fragment(c: coop_mat16x16<f32, C>, tid: u32, fm: u32, fn_: u32, rows: u32) {
+// A finished pair of a split tile (lib/split_k's store_tile runs only after splits).
+fn tile_pair(tile_id: u32, splits: u32, t: u32) -> vec2<f32> {
+    return split_total(tile_id, splits, t);
+}
+
+// Stores the 16 x 16 outputs at (fm, fn_) of the tile at (m0, n0), from the block whose k shares
+// hold c, or publishes them at `sums_at` where the tile's k is split (called by every invocation:
+// it has barriers).
+fn store_fragment(
+    c: coop_mat16x16<f32, C>,
+    tid: u32,
+    fm: u32,
+    fn_: u32,
+    m0: u32,
+    n0: u32,
+    rows: u32,
+    splits: u32,
+    sums_at: u32,
+) {
     let sg = tid / SG;
     let stride = 16u;
-    let own = sg * 256u;
-    coopStoreT(c, &frag[own], stride);
+    let mine = sg * 256u;
+    coopStoreT(c, &frag[mine], stride);
     workgroupBarrier();
     if (sg < SGM * SGN) {
         for (var p = tid % SG; p < 128u; p += SG) {
             let m = p / 8u;
             let n = (p % 8u) * 2u;
-            if (fm + m < rows && fn_ + n < N) {
-                var v = vec2<f32>(0.0);
-                for (var s = 0u; s < SGK; s++) {
-                    let t = own + s * SGM * SGN * 256u + m * 16u + n;
-                    v += vec2<f32>(frag[t], frag[t + 1u]);
-                }
-                store_pair(fm + m, fn_ + n, v.x, v.y);
+            var v = vec2<f32>(0.0);
+            for (var s = 0u; s < SGK; s++) {
+                let t = mine + s * SGM * SGN * 256u + m * 16u + n;
+                v += vec2<f32>(frag[t], frag[t + 1u]);
+            }
+            if (splits > 1u) {
+                split_publish(sums_at, (fm + m) * TN + fn_ + n, v);
+            } else if (m0 + fm + m < rows && n0 + fn_ + n < N) {
+                store_pair(m0 + fm + m, n0 + fn_ + n, v.x, v.y);
             }
         }
     }

@@ -6,12 +6,9 @@ enable wgpu_cooperative_matrix;
 // TM x TN tile with SGM x SGN x SGK subgroups: each 32 x 32 block (2 x 2 accumulators) is
 // shared by SGK subgroups taking every SGK-th 16-wide step of k, whose sums meet in workgroup
 // memory.
-// k is split once more over the grid's z (split-K across workgroups, ops/linear.rs split_k):
-// with few tiles a workgroup's loop is a chain of dependent loads (~0.9 us per step on the
-// H200), so a weight of few outputs and long rows spreads its k slices (TK wide) over more
-// workgroups. Each publishes its tile's sums through atomics, and the last of a tile to finish
-// adds them in split order (the same storageBarrier assumption as shaders/argmax.wgsl) and
-// stores them; it then resets the tile's counter, so the counters are 0 between dispatches.
+// k is split once more over the grid's z (lib/split_k): with few tiles a workgroup's loop is a
+// chain of dependent loads (~0.9 us per step on the H200), so a weight of few outputs and long
+// rows spreads its k slices (TK wide) over more workgroups.
 // Fragments load straight from storage (x as f16 rows from ops/input_f16): with so few rows,
 // staging them through workgroup memory as lib/linear_coop does made these steps slower on
 // the H200 (896x4864 at 8 to 64 rows: 84 us against 43, docs/PERF.md). B fragments come from
@@ -19,9 +16,9 @@ enable wgpu_cooperative_matrix;
 // finished tile goes through workgroup memory once more so the kernel's store_pair (bias, RoPE,
 // SwiGLU, residual) sees plain (m, n) pairs.
 // Needs from the kernel: x (array<XElem>), w, step, store_pair(m, n, v0, v1); from lib/coop_b_*:
-// W_STAGED, stage_w, b_fragment; step_rows from lib/rows_of_step. Constants: K and N (multiples of 16), TM = 32 * SGM,
-// TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG (the subgroup size),
-// WG_THREADS = SGM * SGN * SGK * SG, SPLIT_COUNTERS (the tile counters before the sums).
+// W_STAGED, stage_w, b_fragment; step_rows from lib/rows_of_step; lib/split_k. Constants: K
+// and N (multiples of 16), TM = 32 * SGM, TN = 32 * SGN, SGK, TK (a multiple of 16 * SGK), SG
+// (the subgroup size), WG_THREADS = SGM * SGN * SGK * SG.
 // x holds whole TM-row tiles: rows past the step's are read, and their outputs never stored.
 alias XElem = f16;
 
@@ -31,8 +28,6 @@ const BLOCKS: u32 = TM / 32u * SGN;
 // coopStoreT into it by a value (every output read its neighbour's sum), so a split's arrival
 // count passes through tile[0].
 var<workgroup> tile: array<f32, SGK * TM * TN>;
-// A counter per tile (SPLIT_COUNTERS of them), then each (tile, split)'s TM x TN sums (f32 bits).
-@group(0) @binding(14) var<storage, read_write> split_sums: array<atomic<u32>>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -49,10 +44,9 @@ fn main(
     let ks = sg / BLOCKS;
     let bm = (block / SGN) * 32u;
     let bn = (block % SGN) * 32u;
-    // This workgroup's k slices: an even share of them.
-    let slices = (K + TK - 1u) / TK;
-    let k_lo = wg.z * slices / groups.z * TK;
-    let k_hi = min((wg.z + 1u) * slices / groups.z * TK, K);
+    let k_range = split_k_range(wg.z, groups.z);
+    let k_lo = k_range.x;
+    let k_hi = k_range.y;
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c10 = coop_mat16x16<f32, C>();
@@ -123,48 +117,32 @@ fn main(
     coopStoreT(r11, &tile[o11], stride);
     workgroupBarrier();
     let splits = groups.z;
-    let sums = SPLIT_COUNTERS + (wg.y * groups.x + wg.x) * splits * TM * TN;
+    let tile_id = wg.y * groups.x + wg.x;
     if (splits > 1u) {
+        let own = split_at(tile_id, splits, wg.z);
         for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
             let t = (i / (TN / 2u)) * TN + (i % (TN / 2u)) * 2u;
-            let v = tile_sum(t);
-            let own = sums + wg.z * TM * TN + t;
-            atomicStore(&split_sums[own], bitcast<u32>(v.x));
-            atomicStore(&split_sums[own + 1u], bitcast<u32>(v.y));
+            split_publish(own, t, tile_sum(t));
         }
         storageBarrier();
         workgroupBarrier(); // every thread has read its sums from the tile
         if (tid == 0u) {
-            tile[0] = f32(atomicAdd(&split_sums[wg.y * groups.x + wg.x], 1u));
+            tile[0] = f32(split_arrive(tile_id));
         }
         if (u32(workgroupUniformLoad(&tile[0])) != splits - 1u) {
             return;
         }
         storageBarrier();
     }
-    for (var i = tid; i < TM * TN / 2u; i += WG_THREADS) {
-        let m = i / (TN / 2u);
-        let n = (i % (TN / 2u)) * 2u;
-        if (m0 + m < rows && n0 + n < N) {
-            let t = m * TN + n;
-            var v = vec2<f32>(0.0);
-            if (splits == 1u) {
-                v = tile_sum(t);
-            } else {
-                for (var s = 0u; s < splits; s++) {
-                    let p = sums + s * TM * TN + t;
-                    v += vec2<f32>(
-                        bitcast<f32>(atomicLoad(&split_sums[p])),
-                        bitcast<f32>(atomicLoad(&split_sums[p + 1u])),
-                    );
-                }
-            }
-            store_pair(m0 + m, n0 + n, v.x, v.y);
-        }
+    store_tile(tid, tile_id, splits, m0, n0, rows);
+}
+
+// The finished pair at t (= m * TN + n) of a tile: this workgroup's, or its splits' sums.
+fn tile_pair(tile_id: u32, splits: u32, t: u32) -> vec2<f32> {
+    if (splits == 1u) {
+        return tile_sum(t);
     }
-    if (splits > 1u && tid == 0u) {
-        atomicStore(&split_sums[wg.y * groups.x + wg.x], 0u);
-    }
+    return split_total(tile_id, splits, t);
 }
 
 // The k shares' sums of the output pair at t (= m * TN + n) of this workgroup's tile.

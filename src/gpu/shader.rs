@@ -65,6 +65,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/linear_gemv_rows", include_str!("../../shaders/lib/linear_gemv_rows.wgsl")),
     ("lib/linear_coop", include_str!("../../shaders/lib/linear_coop.wgsl")),
     ("lib/linear_coop_split", include_str!("../../shaders/lib/linear_coop_split.wgsl")),
+    ("lib/split_k", include_str!("../../shaders/lib/split_k.wgsl")),
     ("lib/coop_b_direct", include_str!("../../shaders/lib/coop_b_direct.wgsl")),
     ("lib/coop_b_staged", include_str!("../../shaders/lib/coop_b_staged.wgsl")),
     ("lib/coop_w_f16", include_str!("../../shaders/lib/coop_w_f16.wgsl")),

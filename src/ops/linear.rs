@@ -263,40 +263,68 @@ const SPLIT_K_WORKGROUPS: u32 = 264;
 const SPLIT_K_MIN_SLICES: u32 = 4;
 const SPLIT_K_MIN_SPLITS: u32 = 3;
 
-fn split_k_workgroups() -> u32 {
-    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *S.get_or_init(|| {
-        shape_knob("WGINFER_SPLIT_K", "a workgroup count", |n| n.first().copied().filter(|&w| w > 0))
-            .unwrap_or(SPLIT_K_WORKGROUPS)
-    })
+/// The staged prefill core's split of k over the grid's z (lib/split_k), for steps of few
+/// tiles: a 512-row step of the 896x4864 down projection has 112 tiles, one workgroup on most
+/// SMs, each a chain of 76 k slices waiting on memory. Splits aim for this many workgroups (4
+/// per SM of the H200), two or more, each with SPLIT_K_MIN_SLICES slices or more.
+/// `WGINFER_PREFILL_SPLIT_K` = n replaces the count (1: no split).
+const PREFILL_SPLIT_K_WORKGROUPS: u32 = 528;
+const PREFILL_SPLIT_K_MIN_SPLITS: u32 = 2;
+
+/// A workgroup count from a kernel developers' knob, else `default`.
+fn workgroups_knob(var: &str, default: u32) -> u32 {
+    shape_knob(var, "a workgroup count", |n| n.first().copied().filter(|&w| w > 0)).unwrap_or(default)
 }
 
-/// The tile counters at the start of `Core::Split`'s sums buffer: one per output tile of the
-/// largest step it runs.
+fn split_k_workgroups() -> u32 {
+    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *S.get_or_init(|| workgroups_knob("WGINFER_SPLIT_K", SPLIT_K_WORKGROUPS))
+}
+
+fn prefill_split_k_workgroups() -> u32 {
+    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *S.get_or_init(|| workgroups_knob("WGINFER_PREFILL_SPLIT_K", PREFILL_SPLIT_K_WORKGROUPS))
+}
+
+/// The tile counters at the start of the split-K sums buffer (lib/split_k): one per output tile
+/// of the largest `Core::Split` step, more than a split prefill step has (its tiles x splits
+/// stay within its workgroup target, at least twice its tiles).
 fn split_counters() -> u32 {
     let (tm, tn) = coop_split().tile();
     groups(SPLIT_MAX_N, tn) * groups(SPLIT_MAX_ROWS, tm)
 }
 
-/// How many workgroups share the k of each `Core::Split` tile of a `[n, k]` weight at `rows`
-/// rows: enough for about `split_k_workgroups()` in all, each with SPLIT_K_MIN_SLICES k slices
-/// or more, and none below SPLIT_K_MIN_SPLITS. Past one split, tiles x splits never exceeds
-/// that count, which sizes the sums buffer.
-fn split_k(n: u32, k: u32, rows: u32) -> u32 {
-    let (tm, tn) = coop_split().tile();
+/// How many workgroups share the k of each tile of `core`'s shape for a `[n, k]` weight at
+/// `rows` rows: enough for about `target` in all, each with SPLIT_K_MIN_SLICES k slices or
+/// more, and none below `min_splits`. Past one split, tiles x splits never exceeds `target`,
+/// which sizes the sums buffer.
+fn k_splits(core: CoopShape, target: u32, min_splits: u32, n: u32, k: u32, rows: u32) -> u32 {
+    let (tm, tn) = core.tile();
     let tiles = groups(n, tn) * groups(rows, tm);
-    let splits = (split_k_workgroups() / tiles).min(groups(k, coop_split().tk) / SPLIT_K_MIN_SLICES);
-    if splits < SPLIT_K_MIN_SPLITS {
+    let splits = (target / tiles).min(groups(k, core.tk) / SPLIT_K_MIN_SLICES);
+    if splits < min_splits {
         1
     } else {
         splits
     }
 }
 
-/// Bytes of `Core::Split`'s counters and sums (binding 14).
+/// `Core::Split`'s k splits.
+fn split_k(n: u32, k: u32, rows: u32) -> u32 {
+    k_splits(coop_split(), split_k_workgroups(), SPLIT_K_MIN_SPLITS, n, k, rows)
+}
+
+/// The staged prefill core's k splits.
+fn prefill_split_k(n: u32, k: u32, rows: u32) -> u32 {
+    k_splits(coop_prefill(), prefill_split_k_workgroups(), PREFILL_SPLIT_K_MIN_SPLITS, n, k, rows)
+}
+
+/// Bytes of the split-K counters and sums (binding 14), for either tensor-core core.
 fn split_sums_bytes() -> u64 {
-    let (tm, tn) = coop_split().tile();
-    4 * (u64::from(split_counters()) + u64::from(split_k_workgroups()) * u64::from(tm * tn))
+    let tile_values = |c: CoopShape| u64::from(c.tile().0 * c.tile().1);
+    let split = u64::from(split_k_workgroups()) * tile_values(coop_split());
+    let prefill = u64::from(prefill_split_k_workgroups()) * tile_values(coop_prefill());
+    4 * (u64::from(split_counters()) + split.max(prefill))
 }
 
 /// Whether a step of `rows` rows (past the GEMV cores) of a weight of `n` outputs runs on
@@ -706,17 +734,15 @@ pub fn sources(
             .u32("SGN", c.sgn)
             .u32("SGK", c.sgk)
             .u32("WG_THREADS", c.subgroups() * sg);
+        let d = d.u32("SPLIT_COUNTERS", split_counters());
         // f16 weights are read as they lie; other types are dequantized on the way.
-        let (w_f16, w_other, core, d) = match c.staged {
-            true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop", d),
-            false => {
-                let d = d.u32("SPLIT_COUNTERS", split_counters());
-                ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split", d)
-            }
+        let (w_f16, w_other, core) = match c.staged {
+            true => ("lib/coop_w_f16", "lib/coop_w_dequant", "lib/linear_coop"),
+            false => ("lib/coop_b_direct", "lib/coop_b_staged", "lib/linear_coop_split"),
         };
         let pieces = match weight {
-            WeightType::F16 => vec![w_f16, "lib/rows_of_step", core],
-            _ => [weight.libs(), &[w_other, "lib/rows_of_step", core]].concat(),
+            WeightType::F16 => vec![w_f16, "lib/rows_of_step", "lib/split_k", core],
+            _ => [weight.libs(), &[w_other, "lib/rows_of_step", "lib/split_k", core]].concat(),
         };
         assemble(name, &d, &pieces)
     };
@@ -823,6 +849,10 @@ impl LinearKernels {
         let grid = match core {
             Core::Gemv => self.grids.0,
             Core::GemvBatch(built) => self.grids.1[batch_variant(built, rows)],
+            Core::Prefill | Core::PrefillCopy if self.coop => {
+                let [x, y, _] = self.grids.2.workgroups(self.n, rows);
+                return [x, y, prefill_split_k(self.n, self.k, rows)];
+            }
             Core::Prefill | Core::PrefillCopy => self.grids.2,
             Core::Split => {
                 let (tile_rows, cols) = coop_split().tile();
@@ -881,23 +911,23 @@ impl BoundLinear {
             }
             false => None,
         };
-        // The prefill variants' bindings: on tensor cores x as f16 rows (normalized there).
-        let prefill_entries = match &x16 {
-            Some(x16) => {
+        // The prefill variants' bindings: on tensor cores x as f16 rows (normalized there) and
+        // the split-K sums.
+        let sums = match kernels.coop {
+            true => Some(gpu.scratch("split_sums", split_sums_bytes())?),
+            false => None,
+        };
+        let prefill_entries = match (&x16, &sums) {
+            (Some(x16), Some(sums)) => {
                 let mut e = entries.clone();
                 e[1].1 = x16;
+                e.push((14, sums));
                 e
             }
-            None => with_norm,
+            _ => with_norm,
         };
         let prefill = kernels.prefill.bind_at(gpu, &prefill_entries);
-        let split = match &kernels.split {
-            Some(kernel) => {
-                let sums = gpu.scratch("split_sums", split_sums_bytes())?;
-                Some(kernel.bind_at(gpu, &[&prefill_entries[..], &[(14, &sums)]].concat()))
-            }
-            None => None,
-        };
+        let split = kernels.split.as_ref().map(|kernel| kernel.bind_at(gpu, &prefill_entries));
         let prefill_copy = match &kernels.prefill_copy {
             Some((kernel, ty)) => {
                 let copy = gpu.scratch("w_f16", n * k * 2)?;

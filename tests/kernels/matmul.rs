@@ -160,6 +160,15 @@ fn few_rows_on_whole_fragments_match_cpu() {
 }
 
 #[test]
+fn few_tiles_of_long_rows_match_cpu() {
+    // A prefill step of few tiles (5 x 2 on tensor cores) and long rows: the staged core splits
+    // its k over 8 workgroups a tile (lib/split_k), Q8_0 over its f16 copy.
+    for ty in [WeightType::F16, WeightType::Q8_0] {
+        check(gpu(), ty, 300, 2080, 80, true);
+    }
+}
+
+#[test]
 fn weight_split_over_bindings_matches_cpu() {
     // 1 KiB bindings: a [70, 40] f32 weight (160 B rows) becomes 12 parts.
     let gpu = small_binding_gpu();
