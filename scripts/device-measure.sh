@@ -22,7 +22,7 @@ run() {
     echo "== exit $?" >>"$out/$file.txt"
 }
 
-e2e() { "$bin" bench e2e --synthetic qwen2.5-0.5b --json "$@"; }
+e2e=("$bin" bench e2e --synthetic qwen2.5-0.5b --json)
 
 for phase in "$@"; do
     case $phase in
@@ -32,12 +32,14 @@ for phase in "$@"; do
         run tests target/device/golden --skip cli_json --test-threads=1
         ;;
     prefill)
-        # f16 and the quantized types, each quantized one also without dequantize-once.
-        for ty in f16 q4_0 q4_k q8_0; do run prefill e2e --type $ty; done
-        for ty in q4_0 q4_k; do run prefill env WGINFER_DEQUANT_ONCE=0 "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type $ty; done
-        # The staged prefill core's k split over workgroups: off (1), and other targets.
-        for t in 1 264 1056; do
-            run prefill env WGINFER_PREFILL_SPLIT_K=$t "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16
+        # f16 and the quantized types, q4_0 also without dequantize-once; q4_k on Llama 3.2 1B's
+        # shapes (Qwen2.5-0.5B's 896 columns are not whole 256-value blocks).
+        for ty in f16 q4_0 q8_0; do run prefill "${e2e[@]}" --type $ty; done
+        run prefill env WGINFER_DEQUANT_ONCE=0 "${e2e[@]}" --type q4_0
+        for ty in f16 q4_k; do run prefill "$bin" bench e2e --synthetic llama-3.2-1b --json --type $ty; done
+        # The staged prefill core's k split over workgroups: off (1), and other rules (target,min_slices).
+        for t in 1 528 264,8 1056,8; do
+            run prefill env WGINFER_PREFILL_SPLIT_K=$t "${e2e[@]}" --type f16
         done
         run prefill "$bin" bench kernels --quick --types q4_0 --json
         # Where the f16 copy starts to pay: both prefill forms at each row count.
@@ -46,9 +48,8 @@ for phase in "$@"; do
     decode)
         # Decode after long contexts, with K and V as f32 (the default) and as f16.
         for kv in f32 f16; do
-            run decode e2e --type f16 --kv-type $kv --prefill 512 --decode 128 --runs 3 --depth 0,1024,4096
+            run decode "${e2e[@]}" --type f16 --kv-type $kv --prefill 512 --decode 128 --runs 3 --depth 0,1024,4096
         done
-        run decode "$bin" bench e2e --synthetic llama-3.2-1b --type f16 --json
         # Where a decode step's time goes now (each kernel's mean carries one timestamp's cost).
         run decode "$bin" bench e2e --synthetic qwen2.5-0.5b --type f16 --prefill 512 --decode 4 --runs 1 --profile
         ;;

@@ -265,12 +265,12 @@ const SPLIT_K_MIN_SPLITS: u32 = 3;
 
 /// The staged prefill core's split of k over the grid's z (lib/split_k), for steps of few
 /// tiles: a 512-row step of the 896x4864 down projection has 112 tiles, one workgroup on most
-/// SMs, each a chain of 76 k slices waiting on memory. Splits aim for this many workgroups (4
-/// per SM of the H200), two or more, each with SPLIT_K_MIN_SLICES slices or more.
-/// `WGINFER_PREFILL_SPLIT_K` = n replaces the count (1: no split).
-const PREFILL_SPLIT_K_WORKGROUPS: u32 = 528;
-const PREFILL_SPLIT_K_MIN_SPLITS: u32 = 2;
-
+/// SMs, each a chain of 76 k slices waiting on memory. The best of four targets on the H200
+/// (docs/PERF.md): 264 workgroups (2 per SM; the down and o projections in 2 splits at 512
+/// rows) gave Qwen2.5-0.5B prefill 512 60,555 tok/s against 51,500 unsplit, 56,454 at 528 and
+/// 57,269 at 1056. `WGINFER_PREFILL_SPLIT_K` = "target,min_slices" replaces the rule (1: no
+/// split).
+const PREFILL_SPLIT: SplitRule = SplitRule { target: 264, min_slices: 4, min_splits: 2 };
 /// A workgroup count from a kernel developers' knob, else `default`.
 fn workgroups_knob(var: &str, default: u32) -> u32 {
     shape_knob(var, "a workgroup count", |n| n.first().copied().filter(|&w| w > 0)).unwrap_or(default)
@@ -281,9 +281,18 @@ fn split_k_workgroups() -> u32 {
     *S.get_or_init(|| workgroups_knob("WGINFER_SPLIT_K", SPLIT_K_WORKGROUPS))
 }
 
-fn prefill_split_k_workgroups() -> u32 {
-    static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *S.get_or_init(|| workgroups_knob("WGINFER_PREFILL_SPLIT_K", PREFILL_SPLIT_K_WORKGROUPS))
+fn prefill_split_rule() -> SplitRule {
+    static S: std::sync::OnceLock<SplitRule> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        let rule = shape_knob("WGINFER_PREFILL_SPLIT_K", "target[,min_slices]", |n| match *n {
+            [target] if target > 0 => Some(SplitRule { target, ..PREFILL_SPLIT }),
+            [target, min_slices] if target > 0 && min_slices > 0 => {
+                Some(SplitRule { target, min_slices, ..PREFILL_SPLIT })
+            }
+            _ => None,
+        });
+        rule.unwrap_or(PREFILL_SPLIT)
+    })
 }
 
 /// The tile counters at the start of the split-K sums buffer (lib/split_k): one per output tile
@@ -294,14 +303,23 @@ fn split_counters() -> u32 {
     groups(SPLIT_MAX_N, tn) * groups(SPLIT_MAX_ROWS, tm)
 }
 
+/// The k splits of a tensor-core core's steps: for about `target` workgroups in all, each with
+/// `min_slices` k slices or more, none below `min_splits`.
+#[derive(Clone, Copy, Debug)]
+struct SplitRule {
+    target: u32,
+    min_slices: u32,
+    min_splits: u32,
+}
+
 /// How many workgroups share the k of each tile of `core`'s shape for a `[n, k]` weight at
-/// `rows` rows: enough for about `target` in all, each with SPLIT_K_MIN_SLICES k slices or
-/// more, and none below `min_splits`. Past one split, tiles x splits never exceeds `target`,
-/// which sizes the sums buffer.
-fn k_splits(core: CoopShape, target: u32, min_splits: u32, n: u32, k: u32, rows: u32) -> u32 {
+/// `rows` rows, by `rule`. Past one split, tiles x splits never exceeds the rule's target, which
+/// sizes the sums buffer.
+fn k_splits(core: CoopShape, rule: SplitRule, n: u32, k: u32, rows: u32) -> u32 {
+    let SplitRule { target, min_slices, min_splits } = rule;
     let (tm, tn) = core.tile();
     let tiles = groups(n, tn) * groups(rows, tm);
-    let splits = (target / tiles).min(groups(k, core.tk) / SPLIT_K_MIN_SLICES);
+    let splits = (target / tiles).min(groups(k, core.tk) / min_slices);
     if splits < min_splits {
         1
     } else {
@@ -311,19 +329,21 @@ fn k_splits(core: CoopShape, target: u32, min_splits: u32, n: u32, k: u32, rows:
 
 /// `Core::Split`'s k splits.
 fn split_k(n: u32, k: u32, rows: u32) -> u32 {
-    k_splits(coop_split(), split_k_workgroups(), SPLIT_K_MIN_SPLITS, n, k, rows)
+    let rule =
+        SplitRule { target: split_k_workgroups(), min_slices: SPLIT_K_MIN_SLICES, min_splits: SPLIT_K_MIN_SPLITS };
+    k_splits(coop_split(), rule, n, k, rows)
 }
 
 /// The staged prefill core's k splits.
 fn prefill_split_k(n: u32, k: u32, rows: u32) -> u32 {
-    k_splits(coop_prefill(), prefill_split_k_workgroups(), PREFILL_SPLIT_K_MIN_SPLITS, n, k, rows)
+    k_splits(coop_prefill(), prefill_split_rule(), n, k, rows)
 }
 
 /// Bytes of the split-K counters and sums (binding 14), for either tensor-core core.
 fn split_sums_bytes() -> u64 {
     let tile_values = |c: CoopShape| u64::from(c.tile().0 * c.tile().1);
     let split = u64::from(split_k_workgroups()) * tile_values(coop_split());
-    let prefill = u64::from(prefill_split_k_workgroups()) * tile_values(coop_prefill());
+    let prefill = u64::from(prefill_split_rule().target) * tile_values(coop_prefill());
     4 * (u64::from(split_counters()) + split.max(prefill))
 }
 
