@@ -60,11 +60,15 @@ for phase in "$@"; do
         run batch env WGINFER_ATTN_GROUPED=1 "$bin" "${sweep[@]}"
         ;;
     shapes)
-        # The tensor-core prefill core's shape at one 64-row tile (a B=64 decode step's gate/up,
-        # one workgroup per SM) and at 512 rows: do k-sharing subgroups (sgk) pay at 64 rows?
-        for s in 2,2,1,64 2,2,1,128 2,2,2,64 2,2,2,128 1,2,2,64 1,1,1,64 1,1,2,128; do
+        # The tensor-core prefill core's shape: the kept one against 2,2,2,128 (best at one 64-row
+        # tile of the 896x4864 weight and on the matmul probe, slower on the LM head).
+        for s in 2,2,1,64 2,2,2,128; do
             run shapes env WGINFER_COOP_PREFILL=$s "$bin" bench kernels --types f16 \
                 --shapes 9728x896,896x4864,151936x896 --rows 64,512 --reps 20
+            # The one challenger of the seventeenth session's table, end to end.
+            run shapes env WGINFER_COOP_PREFILL=$s "${e2e[@]}" --type f16
+            run shapes env WGINFER_COOP_PREFILL=$s "$bin" bench batch-sweep --synthetic qwen2.5-0.5b \
+                --type f16 --requests 64 --batches 1,8,64
         done
         ;;
     *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes)" >&2; exit 2 ;;

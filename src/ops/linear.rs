@@ -314,13 +314,13 @@ struct SplitRule {
 
 /// How many workgroups share the k of each tile of `core`'s shape for a `[n, k]` weight at
 /// `rows` rows, by `rule`. Past one split, tiles x splits never exceeds the rule's target, which
-/// sizes the sums buffer.
+/// sizes the sums buffer, and the tiles never exceed its counters (a knob's large target).
 fn k_splits(core: CoopShape, rule: SplitRule, n: u32, k: u32, rows: u32) -> u32 {
     let SplitRule { target, min_slices, min_splits } = rule;
     let (tm, tn) = core.tile();
     let tiles = groups(n, tn) * groups(rows, tm);
     let splits = (target / tiles).min(groups(k, core.tk) / min_slices);
-    if splits < min_splits {
+    if splits < min_splits || tiles > split_counters() {
         1
     } else {
         splits
