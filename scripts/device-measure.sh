@@ -2,7 +2,7 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
 set -uo pipefail
@@ -71,6 +71,12 @@ for phase in "$@"; do
                 --type f16 --requests 64 --batches 1,8,64
         done
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes)" >&2; exit 2 ;;
+    crossover)
+        # Where the prefill core, k split over workgroups (the "k/N" column), overtakes the split
+        # core on long-k weights (split_runs still counts the prefill core's tiles alone).
+        run crossover "$bin" bench kernels --types f16,q4_0 --shapes 896x4864,2048x8192,896x896,1152x896 \
+            --rows 64,128,256 --reps 20
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover)" >&2; exit 2 ;;
     esac
 done

@@ -453,7 +453,7 @@ impl StepTable {
                         else {
                             continue;
                         };
-                        let (core_name, variant) = cfg.core_label(ty, cols as u32, rows as u32, core);
+                        let (core_name, variant) = cfg.core_label(ty, cols as u32, rows as u32, core, step_rows);
                         let bytes = bench.step_bytes(step_rows);
                         let gbs = bytes as f64 / median;
                         let per_row = median / 1e3 / f64::from(step_rows);

@@ -597,23 +597,31 @@ impl LinearConfig {
             .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu, self.rows_core_fits(k)))
     }
 
-    /// What runs `core` on a `[n, k]` weight of type `ty`, for benchmark tables: the core's name
-    /// and shape (the rows core's with its rows of x per workgroup).
-    pub fn core_label(&self, ty: WeightType, k: u32, n: u32, core: Core) -> (&'static str, String) {
+    /// What runs `core` on `rows` rows of a `[n, k]` weight of type `ty`, for benchmark tables:
+    /// the core's name and shape (the rows core's with its rows of x per workgroup; a
+    /// tensor-core core's k splits over workgroups as "k/N").
+    pub fn core_label(&self, ty: WeightType, k: u32, n: u32, core: Core, rows: u32) -> (&'static str, String) {
         let shape = LinearShape { k, n, rows: Rows::Tokens, norm_eps: None, layout: WeightLayout::Rows };
         let rows_core = |xrows: u32| ("rows", format!("{ROWS_CORE_MULTI}x{xrows}"));
+        let with_splits = |label: &str, splits: u32| match (label, splits) {
+            ("", 1) => "-".to_string(),
+            (label, 1) => label.to_string(),
+            ("", splits) => format!("k/{splits}"),
+            (label, splits) => format!("{label} k/{splits}"),
+        };
+        let prefill_splits = prefill_split_k(n, k, rows);
         match core {
             Core::Gemv => ("gemv", self.gemv_shape(k, n, ty).to_string()),
             Core::GemvBatch(built) if self.rows_core_fits(k) => rows_core(built.min(ROWS_CORE_XROWS)),
             Core::GemvBatch(built) => ("gemv_batch", self.gemv_batch_shape(k, n, built).to_string()),
             Core::Prefill => match self.prefill_core(ty, &shape) {
-                PrefillCore::Coop(_) => ("coop", "-".into()),
+                PrefillCore::Coop(_) => ("coop", with_splits("", prefill_splits)),
                 PrefillCore::Rows => rows_core(ROWS_CORE_XROWS),
                 PrefillCore::Tiled => ("tiled", "-".into()),
             },
-            Core::Split => ("coop_split", "-".into()),
+            Core::Split => ("coop_split", with_splits("", split_k(n, k, rows))),
             Core::PrefillCopy => match self.prefill_core(ty, &shape) {
-                PrefillCore::Coop(_) => ("coop", "f16 copy".into()),
+                PrefillCore::Coop(_) => ("coop", with_splits("f16 copy", prefill_splits)),
                 _ => ("tiled", "f16 copy".into()),
             },
         }

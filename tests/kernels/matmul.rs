@@ -168,6 +168,21 @@ fn few_tiles_of_long_rows_match_cpu() {
     }
 }
 
+/// Which tensor-core prompt steps split k over workgroups (bench tables show it as "k/N"), as
+/// measured best on the H200 (docs/PERF.md): Qwen2.5-0.5B's down and o projections at 512 rows
+/// (112 tiles each) in 2, not its qkv (144 tiles) nor gate/up (1216).
+#[test]
+fn prefill_core_splits_few_tiles_of_long_rows() {
+    let cfg = LinearConfig { coop: Some(32), coop_split: true, ..Default::default() };
+    let label = |k, n, rows| cfg.core_label(WeightType::F16, k, n, Core::Prefill, rows);
+    assert_eq!(label(4864, 896, 512), ("coop", "k/2".to_string()));
+    assert_eq!(label(896, 896, 512), ("coop", "k/2".to_string()));
+    assert_eq!(label(896, 1152, 512), ("coop", "-".to_string()));
+    assert_eq!(label(896, 9728, 512), ("coop", "-".to_string()));
+    let copy = cfg.core_label(WeightType::Q4_0, 4864, 896, Core::PrefillCopy, 512);
+    assert_eq!(copy, ("coop", "f16 copy k/2".to_string()));
+}
+
 #[test]
 fn weight_split_over_bindings_matches_cpu() {
     // 1 KiB bindings: a [70, 40] f32 weight (160 B rows) becomes 12 parts.
