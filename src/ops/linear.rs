@@ -271,6 +271,7 @@ const SPLIT_K_MIN_SPLITS: u32 = 3;
 /// 57,269 at 1056. `WGINFER_PREFILL_SPLIT_K` = "target,min_slices" replaces the rule (1: no
 /// split).
 const PREFILL_SPLIT: SplitRule = SplitRule { target: 264, min_slices: 4, min_splits: 2 };
+
 /// A workgroup count from a kernel developers' knob, else `default`.
 fn workgroups_knob(var: &str, default: u32) -> u32 {
     shape_knob(var, "a workgroup count", |n| n.first().copied().filter(|&w| w > 0)).unwrap_or(default)
