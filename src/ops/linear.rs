@@ -268,18 +268,16 @@ const SPLIT_K_MIN_SPLITS: u32 = 3;
 /// SMs, each a chain of 76 k slices waiting on memory. The best of four targets on the H200
 /// (docs/PERF.md): 264 workgroups (2 per SM; the down and o projections in 2 splits at 512
 /// rows) gave Qwen2.5-0.5B prefill 512 60,555 tok/s against 51,500 unsplit, 56,454 at 528 and
-/// 57,269 at 1056. `WGINFER_PREFILL_SPLIT_K` = "target,min_slices" replaces the rule (1: no
+/// 57,269 at 1056. `WGINFER_PREFILL_SPLIT_K` = "target[,min_slices]" replaces the rule (1: no
 /// split).
 const PREFILL_SPLIT: SplitRule = SplitRule { target: 264, min_slices: 4, min_splits: 2 };
 
-/// A workgroup count from a kernel developers' knob, else `default`.
-fn workgroups_knob(var: &str, default: u32) -> u32 {
-    shape_knob(var, "a workgroup count", |n| n.first().copied().filter(|&w| w > 0)).unwrap_or(default)
-}
-
 fn split_k_workgroups() -> u32 {
     static S: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *S.get_or_init(|| workgroups_knob("WGINFER_SPLIT_K", SPLIT_K_WORKGROUPS))
+    *S.get_or_init(|| {
+        shape_knob("WGINFER_SPLIT_K", "a workgroup count", |n| n.first().copied().filter(|&w| w > 0))
+            .unwrap_or(SPLIT_K_WORKGROUPS)
+    })
 }
 
 fn prefill_split_rule() -> SplitRule {
@@ -931,29 +929,25 @@ impl BoundLinear {
         let gemv = kernels.gemv.bind_at(gpu, &with_norm[1..]);
         let gemv_batch = kernels.gemv_batch.iter().map(|k| k.bind_at(gpu, &with_norm)).collect();
         let (n, k) = (u64::from(kernels.n), u64::from(kernels.k));
-        let x16 = match kernels.coop {
+        // On tensor cores: x as f16 rows (normalized there) and the split-K sums.
+        let coop = match kernels.coop {
             true => {
                 // Whole tiles of rows: the cores read past the step's last row.
                 let tile_rows = kernels.grids.2.rows().max(coop_split().tile().0);
                 let rows = buffers[1].size() / (4 * k) + u64::from(tile_rows);
-                Some(gpu.scratch("x_f16", rows * k * 2)?)
+                Some((gpu.scratch("x_f16", rows * k * 2)?, gpu.scratch("split_sums", split_sums_bytes())?))
             }
             false => None,
         };
-        // The prefill variants' bindings: on tensor cores x as f16 rows (normalized there) and
-        // the split-K sums.
-        let sums = match kernels.coop {
-            true => Some(gpu.scratch("split_sums", split_sums_bytes())?),
-            false => None,
-        };
-        let prefill_entries = match (&x16, &sums) {
-            (Some(x16), Some(sums)) => {
+        // The prefill variants' bindings.
+        let prefill_entries = match &coop {
+            Some((x16, sums)) => {
                 let mut e = entries.clone();
                 e[1].1 = x16;
                 e.push((14, sums));
                 e
             }
-            _ => with_norm,
+            None => with_norm,
         };
         let prefill = kernels.prefill.bind_at(gpu, &prefill_entries);
         let split = kernels.split.as_ref().map(|kernel| kernel.bind_at(gpu, &prefill_entries));
@@ -967,8 +961,8 @@ impl BoundLinear {
             }
             None => None,
         };
-        let input_f16 = match &x16 {
-            Some(x16) => Some(InputF16::new(gpu, kernels.k, buffers[1], x16, norm)?),
+        let input_f16 = match &coop {
+            Some((x16, _)) => Some(InputF16::new(gpu, kernels.k, buffers[1], x16, norm)?),
             None => None,
         };
         Ok(BoundLinear { kernels, gemv, gemv_batch, prefill, split, prefill_copy, input_f16 })
