@@ -2,7 +2,7 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover | split
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
 set -uo pipefail
@@ -77,6 +77,20 @@ for phase in "$@"; do
         run crossover "$bin" bench kernels --types f16,q4_0 --shapes 896x4864,2048x8192,896x896,1152x896 \
             --rows 64,128,256 --reps 20
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover)" >&2; exit 2 ;;
+    split)
+        # The split attention kernel (a KV group's query heads per workgroup, positions split over
+        # workgroups) against the flash kernel for decode rows past the threshold.
+        run split target/device/kernels attention
+        for s in 0 1; do
+            for kv in f32 f16; do
+                run split env WGINFER_ATTN_SPLIT=$s "${e2e[@]}" --type f16 --kv-type $kv --prefill 512 --decode 128 \
+                    --runs 3 --depth 0,1024,2048,4096,8192
+            done
+        done
+        run split "$bin" bench kernels --types f16 --shapes 896x896 --rows 1 --reps 20
+        run split env WGINFER_ATTN_SPLIT=1 "$bin" bench e2e --synthetic llama-3.2-1b --json --type f16 --prefill 512 \
+            --decode 128 --runs 3 --depth 0,4096
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split)" >&2; exit 2 ;;
     esac
 done

@@ -47,11 +47,8 @@ fn main(
     let h = wg.x;
     let t = wg.y;
     let kvh = h / (HQ / HKV);
-    let pos = row_pos(t);
-    let seq = row_seq(t);
-    let table = seq_table(seq);
-    let lo = attend_lo(seq_kv_lo(seq), pos);
-    let n = pos + 1u - lo;
+    let span = row_span(t);
+    let n = span.n;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {
         qs[e] = q[qo + e] * SCALE;
@@ -69,7 +66,7 @@ fn main(
     for (var j0 = wg.z * per_split * TILE; j0 < j_end; j0 += TILE) {
         let j = j0 + lid / SCORE_LANES;
         let valid = j < j_end;
-        let slot = kv_slot_in(table, lo + min(j, j_end - 1u));
+        let slot = kv_slot_in(span.table, span.lo + min(j, j_end - 1u));
         let s = select(-3.0e38, score(slot, kvh, lane), valid);
         let m_new = max(m, wg_max(lid, s));
         // Every lane of a position holds its score; the first one publishes it and counts it.

@@ -26,11 +26,10 @@ var<workgroup> partial: array<vec4<f32>, WG_THREADS>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let kvh = wg.x;
     let t = wg.y;
-    let pos = row_pos(t);
-    let seq = row_seq(t);
-    let table = seq_table(seq);
-    let kv_lo = attend_lo(seq_kv_lo(seq), pos);
-    let n = pos + 1u - kv_lo;
+    let span = row_span(t);
+    let table = span.table;
+    let kv_lo = span.lo;
+    let n = span.n;
     // The group's query heads are consecutive in q.
     let qo = (t * HQ + kvh * GROUP) * D4;
     for (var e = lid; e < GROUP * D4; e += WG_THREADS) {

@@ -33,11 +33,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let h = wg.x;
     let t = wg.y;
     let kvh = h / (HQ / HKV);
-    let pos = row_pos(t);
-    let seq = row_seq(t);
-    table = seq_table(seq);
-    kv_lo = attend_lo(seq_kv_lo(seq), pos);
-    let n = pos + 1u - kv_lo;
+    let span = row_span(t);
+    table = span.table;
+    kv_lo = span.lo;
+    let n = span.n;
     let qo = (t * HQ + h) * D4;
     for (var e = lid; e < D4; e += WG_THREADS) {
         qs[e] = q[qo + e] * SCALE;

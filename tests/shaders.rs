@@ -11,8 +11,8 @@ use wginfer::ops::qkv_rope::HeadShape;
 use wginfer::ops::swiglu::GateUpRows;
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{
-    argmax, attention_coop, attention_flash, attention_plain, dequant_f16, embedding, input_f16, matmul, probe_launch,
-    probe_read, qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
+    argmax, attention_coop, attention_flash, attention_plain, attention_split, dequant_f16, embedding, input_f16,
+    matmul, probe_launch, probe_read, qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -103,6 +103,8 @@ fn every_kernel_variant_validates() {
         for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {
             let shape = attention_flash::FlashShape { score_lanes, subgroups, kv_u64 };
             validate("attention_flash", &attention_flash::source(&heads, opts, &plan, kv, shape));
+            let shape = attention_split::SplitShape { score_lanes, kv_u64, max_rounds: 4 };
+            validate("attention_split", &attention_split::source(&heads, opts, &plan, kv, shape));
         }
         // Tensor cores: the default shapes' sizes, subgroups of 32 and 64, a wide head.
         for (subgroups, bc, sg, head_dim) in [(2, 64, 32, 64), (4, 32, 32, 64), (1, 32, 64, 128), (2, 32, 32, 128)] {

@@ -93,7 +93,7 @@ struct E2eArgs {
     /// tokens (16 at depth 0), so long-context decode is measured as users live it.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     depth: Vec<usize>,
-    /// Contexts longer than this use the flash attention kernel.
+    /// Contexts longer than this use the long-context attention kernels (flash, or split).
     #[arg(long, default_value_t = crate::ops::attention::DEFAULT_THRESHOLD)]
     attn_threshold: u32,
     /// Runs of each measurement (the median is reported).

@@ -1,6 +1,6 @@
 //! `wginfer bench kernels`, everything but the GEMV table: the adapter's measured limits first
 //! (read bandwidth from `probe_read`, matmul throughput from the prefill core at a large
-//! square shape), then attention (plain and flash at contexts 128 .. 16384 for a decode token,
+//! square shape), then attention (plain, grouped, flash and split at contexts 128 .. 16384 for a decode token,
 //! the router's pick for a prompt step), RMSNorm, embedding
 //! gather, fused QKV + RoPE and SwiGLU (decode), the prefill matmul core, argmax and sampling,
 //! at the shapes of real models; each with GB/s or TFLOP/s and its % of the measured limit.
@@ -21,6 +21,7 @@ use crate::ops::attention_coop;
 use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_grouped::AttentionGrouped;
 use crate::ops::attention_plain::{self, AttentionPlain};
+use crate::ops::attention_split::AttentionSplit;
 use crate::ops::dequant_f16::DequantF16;
 use crate::ops::embedding::Embedding;
 use crate::ops::input_f16::InputF16;
@@ -310,7 +311,10 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
                 r.row("attention_grouped", m.name, shape.clone(), (bytes, 0), &|p| grouped.record(p, 1))?;
             }
             let flash = AttentionFlash::new(gpu, &heads, AttnOptions::full(&heads), &b)?;
-            r.row("attention_flash", m.name, shape, (bytes, 0), &|p| flash.record(p, 1, ctx))?;
+            r.row("attention_flash", m.name, shape.clone(), (bytes, 0), &|p| flash.record(p, 1, ctx))?;
+            if let Some(split) = AttentionSplit::new(gpu, &heads, AttnOptions::full(&heads), &b)? {
+                r.row("attention_split", m.name, shape, (bytes, 0), &|p| split.record(p, 1, ctx))?;
+            }
         }
         // A prompt step's attention: prefill_rows rows ending at a context of as many (a whole
         // prompt) and of 4x as many (a prompt's last chunk), on the kernel the router picks

@@ -132,7 +132,7 @@ pub struct ModelArgs {
     /// sequences in the same --kv-memory; each value rounded to f16).
     #[arg(long, value_enum, default_value_t = KvTypeArg::F32)]
     pub kv_type: KvTypeArg,
-    /// Contexts longer than this use the flash attention kernel.
+    /// Contexts longer than this use the long-context attention kernels (flash, or split).
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub attn_threshold: u32,
     /// Time every kernel with GPU timestamps and print the last step's breakdown to stderr.

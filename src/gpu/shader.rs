@@ -82,6 +82,7 @@ const FILES: &[(&str, &str)] = &[
     ("swiglu", include_str!("../../shaders/swiglu.wgsl")),
     ("attention_plain", include_str!("../../shaders/attention_plain.wgsl")),
     ("attention_flash", include_str!("../../shaders/attention_flash.wgsl")),
+    ("attention_split", include_str!("../../shaders/attention_split.wgsl")),
     ("attention_coop", include_str!("../../shaders/attention_coop.wgsl")),
     ("attention_grouped", include_str!("../../shaders/attention_grouped.wgsl")),
     ("argmax", include_str!("../../shaders/argmax.wgsl")),

@@ -42,7 +42,7 @@ pub struct ForwardOptions {
     pub kv: KvOptions,
     /// Most tokens one step processes (prompts are split into chunks of this size).
     pub max_rows: u32,
-    /// Contexts longer than this use the flash attention kernel.
+    /// Contexts longer than this use the long-context attention kernels (flash, or split).
     pub attn_threshold: u32,
     /// Matmul shapes and variants; `None` picks them for the adapter.
     pub linear: Option<LinearConfig>,

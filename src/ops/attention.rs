@@ -1,6 +1,7 @@
 //! The attention router: the tensor-core kernel for steps of multi-token query tiles where the
 //! adapter has it; else the plain kernel (or the grouped-heads one, `grouped_for`) while the
-//! context is at most `threshold` positions, the flash kernel beyond.
+//! context is at most `threshold` positions, beyond it the flash kernel (or for a few decode
+//! rows the split one, `split_for`).
 
 use std::sync::OnceLock;
 
@@ -10,6 +11,7 @@ use super::attention_coop::AttentionCoop;
 use super::attention_flash::AttentionFlash;
 use super::attention_grouped::AttentionGrouped;
 use super::attention_plain::{AttentionPlain, PlainShape};
+use super::attention_split::{self, AttentionSplit};
 use super::linear::switch_knob;
 use super::plan::{Plan, PlanLayout};
 use super::qkv_rope::HeadShape;
@@ -24,6 +26,18 @@ use crate::kv::KvType;
 pub fn grouped_for(caps: &Caps) -> bool {
     static KNOB: OnceLock<Option<bool>> = OnceLock::new();
     let knob = KNOB.get_or_init(|| switch_knob("WGINFER_ATTN_GROUPED"));
+    knob.unwrap_or(caps.cpu)
+}
+
+/// Whether steps of up to `attention_split::MAX_ROWS` rows past the threshold run the split
+/// kernel (`attention_split`: a KV group's query heads in one workgroup, positions split over
+/// workgroups) instead of the flash kernel: on CPU adapters (lavapipe, SmolLM2's shapes, decode
+/// after 1536 positions 3.0 -> 8.6 tok/s); on an H100 it lost at every depth (after 4096
+/// positions 803 -> 739 tok/s, docs/PERF.md). Kernel developers' knob: `WGINFER_ATTN_SPLIT` = 1
+/// or 0.
+pub fn split_for(caps: &Caps) -> bool {
+    static KNOB: OnceLock<Option<bool>> = OnceLock::new();
+    let knob = KNOB.get_or_init(|| switch_knob("WGINFER_ATTN_SPLIT"));
     knob.unwrap_or(caps.cpu)
 }
 
@@ -131,6 +145,7 @@ pub enum AttnKind {
     Flash,
     Coop,
     Grouped,
+    Split,
 }
 
 impl AttnKind {
@@ -140,6 +155,7 @@ impl AttnKind {
             AttnKind::Flash => "attention_flash",
             AttnKind::Coop => "attention_coop",
             AttnKind::Grouped => "attention_grouped",
+            AttnKind::Split => "attention_split",
         }
     }
 }
@@ -163,6 +179,8 @@ pub struct Attention {
     coop: Option<AttentionCoop>,
     /// Serves the steps the plain kernel would where `grouped_for` chose it.
     grouped: Option<AttentionGrouped>,
+    /// Built where the adapter takes it (`split_for`) and its workgroup fits.
+    split: Option<AttentionSplit>,
     threshold: u32,
     n_heads: u32,
     n_kv_heads: u32,
@@ -203,6 +221,10 @@ impl Attention {
                 true => AttentionGrouped::new(gpu, h, opts, threshold, b)?,
                 false => None,
             },
+            split: match split_for(&gpu.caps) {
+                true => AttentionSplit::new(gpu, h, opts, b)?,
+                false => None,
+            },
             threshold,
             n_heads: h.n_heads,
             n_kv_heads: h.n_kv_heads,
@@ -221,6 +243,8 @@ impl Attention {
                 Some(_) if step.rows * self.n_kv_heads >= self.n_heads => AttnKind::Grouped,
                 _ => AttnKind::Plain,
             }
+        } else if self.split.is_some() && step.rows <= attention_split::MAX_ROWS {
+            AttnKind::Split
         } else {
             AttnKind::Flash
         }
@@ -240,6 +264,9 @@ impl Attention {
             AttnKind::Flash => self.flash.record(pass, step.rows, context),
             AttnKind::Coop => self.coop.as_ref().expect("route picks only built kernels").record(pass, step.tiles),
             AttnKind::Grouped => self.grouped.as_ref().expect("route picks only built kernels").record(pass, step.rows),
+            AttnKind::Split => {
+                self.split.as_ref().expect("route picks only built kernels").record(pass, step.rows, context)
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod attention_coop;
 pub mod attention_flash;
 pub mod attention_grouped;
 pub mod attention_plain;
+pub mod attention_split;
 pub mod dequant_f16;
 pub mod embedding;
 pub mod input_f16;

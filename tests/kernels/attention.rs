@@ -2,6 +2,7 @@ use super::common::*;
 use wginfer::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, COOP_MIN_ROWS_PER_TILE};
 use wginfer::ops::attention_coop;
 use wginfer::ops::attention_grouped::AttentionGrouped;
+use wginfer::ops::attention_split::{self, AttentionSplit};
 use wginfer::ops::qkv_rope::HeadShape;
 
 /// Attention of every row of `seqs` (in order) over its own sequence's positions lo..=pos (the
@@ -79,7 +80,8 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     if h.n_heads > h.n_kv_heads {
         assert_eq!(att.route(AttnStep { rows: 1, context, tiles: 1 }), AttnKind::Plain);
     }
-    assert_eq!(att.route(AttnStep { context: context + 1, ..decode }), AttnKind::Flash);
+    let long = att.route(AttnStep { context: context + 1, ..decode });
+    assert!(matches!(long, AttnKind::Flash | AttnKind::Split), "{decode:?}");
     // Flash twice: a split decode step must leave its merge counters ready for the next.
     let mut kinds = vec![AttnKind::Plain, AttnKind::Flash, AttnKind::Flash];
     if att.has_coop() {
@@ -92,6 +94,19 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
         gpu.run_pass(|p| grouped.record(p, rows as u32)).unwrap();
         let label = format!("Grouped {kv:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
         assert_close(&read(gpu, &ob, rows * qn), &want, 1e-4, &label);
+    }
+    // The split kernel on steps of as few rows as the router gives it, whether or not it takes
+    // it here; twice, as the flash kernel.
+    let split = match rows as u32 <= attention_split::MAX_ROWS {
+        true => AttentionSplit::new(gpu, &h, opts, &bufs).unwrap(),
+        false => None,
+    };
+    if let Some(split) = split {
+        for _ in 0..2 {
+            gpu.run_pass(|p| split.record(p, rows as u32, context)).unwrap();
+            let label = format!("Split {kv:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
+            assert_close(&read(gpu, &ob, rows * qn), &want, 1e-4, &label);
+        }
     }
     for kind in kinds {
         gpu.run_pass(|p| att.record(p, kind, step)).unwrap();
@@ -132,6 +147,20 @@ fn decode_split_over_many_workgroups() {
     check(HeadShape { n_heads: 6, n_kv_heads: 2, head_dim: 32 }, &[ring(1, 1400, 0)], 1500, 1);
     check(HeadShape { n_heads: 4, n_kv_heads: 1, head_dim: 64 }, &[ring(1, 2500, 1501)], 1000, 1);
     check(HeadShape { n_heads: 2, n_kv_heads: 1, head_dim: 80 }, &[ring(1, 3600, 0)], 3700, 1);
+}
+
+/// Decode rows of several sequences at long and short contexts split together: the split
+/// kernel spreads each row over as many workgroups as the longest needs, the shorter rows'
+/// extra splits hold no positions.
+#[test]
+fn decode_rows_of_several_lengths_split() {
+    let h = HeadShape { n_heads: 14, n_kv_heads: 2, head_dim: 64 };
+    let seqs = [
+        TestSeq { rows: 1, start: 2100, lo: 0, blocks: (0..34).collect() },
+        TestSeq { rows: 1, start: 40, lo: 0, blocks: vec![40] },
+        TestSeq { rows: 1, start: 700, lo: 400, blocks: (34..40).rev().collect() },
+    ];
+    check(h, &seqs, 64, 41);
 }
 
 #[test]
