@@ -249,6 +249,13 @@ const SPLIT_ALWAYS_ROWS: u32 = 32;
 /// 73 against 63; 9728x896 at 64 rows (152) 50 against 41 (docs/PERF.md).
 const SPLIT_BELOW_WORKGROUPS: u32 = 128;
 const SPLIT_MAX_ROWS: u32 = 256;
+/// Such a step still takes the prefill core where that core splits k (`prefill_split_k`) into
+/// shares of this many slices or more: on an H100 (docs/PERF.md) 896x4864 at 128 / 256 rows
+/// took 40.9 / 49.9 us there against 41.8 / 76.1 on `Core::Split` (q4_0 over its f16 copy 46.0 /
+/// 52.7 against 75.9 / 131.9), 2048x8192 at 64 / 128 rows 56.3 / 80.0 against 66.8 / 123.0
+/// (q4_0 65.6 / 101.9 against 127.2 / 221.1); shorter shares lose (896x4864 at 64 rows, 18
+/// splits of 4 slices: 43.3 against 32.6; the 896-column weights, 3 splits of 4 or 5).
+const PREFILL_SHARE_SLICES: u32 = 8;
 
 /// `Core::Split` spreads a step's k slices over the grid's z until its tiles and splits make
 /// about this many workgroups (2 per SM of the H200), on weights whose rows hold at least
@@ -346,12 +353,15 @@ fn split_sums_bytes() -> u64 {
     4 * (u64::from(split_counters()) + split.max(prefill))
 }
 
-/// Whether a step of `rows` rows (past the GEMV cores) of a weight of `n` outputs runs on
+/// Whether a step of `rows` rows (past the GEMV cores) of a `[n, k]` weight runs on
 /// `Core::Split` rather than the prefill core, where it has both.
-fn split_runs(n: u32, rows: u32) -> bool {
-    let (tm, tn) = coop_prefill().tile();
+fn split_runs(n: u32, k: u32, rows: u32) -> bool {
+    let core = coop_prefill();
+    let (tm, tn) = core.tile();
     let prefill_workgroups = groups(n, tn) * groups(rows, tm);
-    rows <= SPLIT_ALWAYS_ROWS || (rows <= SPLIT_MAX_ROWS && prefill_workgroups < SPLIT_BELOW_WORKGROUPS)
+    let splits = prefill_split_k(n, k, rows);
+    let long_shares = splits > 1 && groups(k, core.tk) / splits >= PREFILL_SHARE_SLICES;
+    rows <= SPLIT_ALWAYS_ROWS || (rows <= SPLIT_MAX_ROWS && prefill_workgroups < SPLIT_BELOW_WORKGROUPS && !long_shares)
 }
 
 impl Core {
@@ -865,7 +875,7 @@ impl LinearKernels {
     /// more than one tile of rows.
     pub fn core_for(&self, rows: u32) -> Core {
         match Core::for_rows(rows) {
-            Core::Prefill if self.split.is_some() && split_runs(self.n, rows) => Core::Split,
+            Core::Prefill if self.split.is_some() && split_runs(self.n, self.k, rows) => Core::Split,
             Core::Prefill if self.prefill_copy.is_some() && rows > self.grids.2.rows() => Core::PrefillCopy,
             core => core,
         }
@@ -1061,6 +1071,33 @@ impl LinearParts {
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         for p in &self.0 {
             p.record(pass, rows);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_runs;
+
+    /// Which steps of 33 to 256 rows leave the prefill core for `Core::Split` (H100 crossover
+    /// figures in docs/PERF.md): long rows the prefill core splits into shares of 8 slices or more
+    /// stay with it; short rows and steps of few rows with thin shares take `Core::Split`.
+    #[test]
+    fn split_core_takes_steps_the_prefill_core_serves_worse() {
+        let cases = [
+            // (n, k, rows, Core::Split)
+            (896, 4864, 64, true),
+            (896, 4864, 128, false),
+            (896, 4864, 256, false),
+            (2048, 8192, 64, false),
+            (2048, 8192, 128, false),
+            (896, 896, 128, true),
+            (1152, 896, 256, true),
+            (896, 4864, 32, true),
+            (9728, 896, 64, false),
+        ];
+        for (n, k, rows, split) in cases {
+            assert_eq!(split_runs(n, k, rows), split, "{n}x{k} at {rows} rows");
         }
     }
 }
