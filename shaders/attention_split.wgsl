@@ -15,13 +15,16 @@
 // (lib/attention_window).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV (GROUP * RED <= WG_THREADS),
 // SCALE, WINDOW, WG_THREADS, SCORE_LANES (dividing HD / 4), CHUNK (a multiple of
-// WG_THREADS / SCORE_LANES and of RED), MAX_SPLITS, MAX_ROWS (rows with split partials); lib/plan's.
+// WG_THREADS / SCORE_LANES and of RED), MAX_SPLITS, MAX_ROWS (rows with split partials),
+// MAX_KV_HEADS (at least HKV); lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4, lib/kv_u64 or lib/kv_f16.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
-// Per (row, head, split): max, weight sum, HD weighted V sums (f32 bits); then one counter per
-// (row, KV head).
+// A counter per (row, KV head) of up to MAX_ROWS x MAX_KV_HEADS, then per (row, head, split):
+// max, weight sum, HD weighted V sums (f32 bits). The counters come first, at the same place
+// for every head shape, so kernels of other shapes may share the buffer: each is 0 between
+// dispatches, and the partials are written before they are read.
 @group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
 
 const GROUP: u32 = HQ / HKV;
@@ -38,7 +41,7 @@ const PER_PART: u32 = (CHUNK + PARTS - 1u) / PARTS;
 // Threads reducing one head's chunk scores.
 const RED: u32 = 32u;
 const PARTIAL: u32 = HD + 2u;
-const COUNTERS: u32 = MAX_ROWS * HQ * MAX_SPLITS * PARTIAL;
+const COUNTERS: u32 = MAX_ROWS * MAX_KV_HEADS;
 // Splits merged per round of loads.
 const MERGE_LOADS: u32 = 8u;
 
@@ -56,7 +59,7 @@ var<workgroup> finished: u32;
 
 // Where head h of row t keeps split s's results.
 fn partial_at(t: u32, h: u32, s: u32) -> u32 {
-    return ((t * HQ + h) * MAX_SPLITS + s) * PARTIAL;
+    return COUNTERS + ((t * HQ + h) * MAX_SPLITS + s) * PARTIAL;
 }
 
 fn partial_sums(at: u32, d4: u32) -> vec4<f32> {
@@ -214,7 +217,7 @@ fn main(
         return;
     }
     storageBarrier();
-    let counter = COUNTERS + t * HKV + kvh;
+    let counter = t * HKV + kvh;
     if (lid == 0u) {
         finished = atomicAdd(&partials[counter], 1u);
     }

@@ -1,7 +1,7 @@
 //! The attention router: the tensor-core kernel for steps of multi-token query tiles where the
 //! adapter has it; else the plain kernel (or the grouped-heads one, `grouped_for`) while the
-//! context is at most `threshold` positions, beyond it the flash kernel (or for a few decode
-//! rows the split one, `split_for`).
+//! context is at most `threshold` positions, beyond it the flash kernel (or for steps of up to
+//! `attention_split::MAX_ROWS` rows the split one where the adapter takes it, `split_for`).
 
 use std::sync::OnceLock;
 
@@ -41,7 +41,7 @@ pub fn split_for(caps: &Caps) -> bool {
     knob.unwrap_or(caps.cpu)
 }
 
-/// Default context length (positions) above which the flash kernel runs.
+/// Default context length (positions) above which the long-context kernels run (flash, split).
 pub const DEFAULT_THRESHOLD: u32 = 1024;
 /// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
 pub const MAX_THRESHOLD: u32 = 8192;

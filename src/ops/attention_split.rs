@@ -16,6 +16,9 @@ pub const WG_THREADS: u32 = 256;
 pub const MAX_SPLITS: u32 = 32;
 /// Steps of at most this many rows (decode rows) are split; their partial results have room.
 pub const MAX_ROWS: u32 = 8;
+/// KV heads the kernel takes: the merge counters (MAX_ROWS of them per KV head) lie at the start
+/// of the partials buffer whatever the heads, so kernels of every shape share one buffer.
+pub const MAX_KV_HEADS: u32 = 64;
 /// Query heads per KV head the kernel takes: 32 threads reduce each head's chunk scores.
 pub const MAX_GROUP: u32 = WG_THREADS / 32;
 /// vec4s of K a lane holds for a chunk: the chunk's rounds of scores are loaded at once.
@@ -51,9 +54,11 @@ impl SplitShape {
     pub fn workgroup_bytes(&self, h: &HeadShape) -> u32 {
         let group = h.n_heads / h.n_kv_heads;
         let chunk = self.chunk(h.head_dim);
-        // qs, scores, slot_of, red, chunk_max, partial, weight_part, split_max and split_sum.
+        // qs, scores, slot_of, red, chunk_max, partial, weight_part, split_max and split_sum,
+        // finished.
         4 * (group * h.head_dim + group * chunk + chunk + WG_THREADS + group + 4 * WG_THREADS + WG_THREADS)
             + 8 * group * MAX_SPLITS
+            + 4
     }
 
     /// Workgroups per (row, KV head) for `rows` rows seeing at most `context` positions.
@@ -69,6 +74,7 @@ pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, s
     let defs = head_defs(h, opts, plan, WG_THREADS)
         .u32("MAX_SPLITS", MAX_SPLITS)
         .u32("MAX_ROWS", MAX_ROWS)
+        .u32("MAX_KV_HEADS", MAX_KV_HEADS)
         .u32("SCORE_LANES", shape.score_lanes)
         .u32("CHUNK", shape.chunk(h.head_dim));
     let pieces = [score_sum_lib(shape.score_lanes), "lib/attention_window"];
@@ -83,18 +89,21 @@ pub struct AttentionSplit {
 }
 
 impl AttentionSplit {
-    /// `None` where a KV group has more than MAX_GROUP query heads or the kernel's workgroup
-    /// memory does not fit the adapter.
+    /// `None` where a KV group has more than MAX_GROUP query heads, there are more than
+    /// MAX_KV_HEADS KV heads, or the kernel's workgroup memory does not fit the adapter.
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, b: &AttnBuffers) -> Result<Option<AttentionSplit>> {
         let shape = SplitShape::for_adapter(&gpu.caps, h.head_dim);
-        if h.n_heads / h.n_kv_heads > MAX_GROUP || shape.workgroup_bytes(h) > gpu.caps.max_workgroup_storage {
+        let fits = shape.workgroup_bytes(h) <= gpu.caps.max_workgroup_storage;
+        if h.n_heads / h.n_kv_heads > MAX_GROUP || h.n_kv_heads > MAX_KV_HEADS || !fits {
             return Ok(None);
         }
         let k = Kernel::get(gpu, "attention_split", source(h, opts, &b.plan.layout, b.kv, shape))?;
-        // Results per (row, head, split): max, weight sum, head_dim sums; then a counter per
-        // (row, KV head), zeroed at creation and re-zeroed by the merge of each step.
-        let words = MAX_ROWS * (h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_kv_heads);
-        let partials = gpu.storage("attention split partials", u64::from(words) * 4)?;
+        // The merge counters, zeroed at creation and re-zeroed by the merge of each step; then
+        // results per (row, head, split): max, weight sum, head_dim sums. One buffer serves
+        // every layer (their attention dispatches run one after another) and every kernel of
+        // this shape or a smaller one.
+        let words = MAX_ROWS * (MAX_KV_HEADS + h.n_heads * MAX_SPLITS * (h.head_dim + 2));
+        let partials = gpu.scratch("attention split partials", u64::from(words) * 4)?;
         let [q, kc, vc, o, plan] = b.list();
         let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
         Ok(Some(AttentionSplit { bound, n_kv_heads: h.n_kv_heads, head_dim: h.head_dim, shape }))

@@ -244,7 +244,8 @@ pub const SPLIT_MAX_N: u32 = 16384;
 /// tiles would be mostly empty (9728x896 at 32 rows on the H200: 32 us against 41).
 const SPLIT_ALWAYS_ROWS: u32 = 32;
 /// Past SPLIT_ALWAYS_ROWS, up to SPLIT_MAX_ROWS rows, `Core::Split` runs a step where the prefill
-/// core would have fewer workgroups than this (the H200's 132 SMs): 896x4864 at 128 rows (28
+/// core would have fewer workgroups than this (the H200's 132 SMs), unless that core splits k
+/// (PREFILL_SHARE_SLICES). Measured before the prefill core split k: 896x4864 at 128 rows (28
 /// workgroups) 42 us against 145, 2048x2048 at 128 rows (64) 40 against 64; at 256 rows (128)
 /// 73 against 63; 9728x896 at 64 rows (152) 50 against 41 (docs/PERF.md).
 const SPLIT_BELOW_WORKGROUPS: u32 = 128;
@@ -254,7 +255,9 @@ const SPLIT_MAX_ROWS: u32 = 256;
 /// took 40.9 / 49.9 us there against 41.8 / 76.1 on `Core::Split` (q4_0 over its f16 copy 46.0 /
 /// 52.7 against 75.9 / 131.9), 2048x8192 at 64 / 128 rows 56.3 / 80.0 against 66.8 / 123.0
 /// (q4_0 65.6 / 101.9 against 127.2 / 221.1); shorter shares lose (896x4864 at 64 rows, 18
-/// splits of 4 slices: 43.3 against 32.6; the 896-column weights, 3 splits of 4 or 5).
+/// splits of 4 slices: 43.3 against 32.6; the 896-column weights, 3 splits of 4 or 5). Not
+/// measured at the rule's edge: 2048x2048 at 128 rows, 4 splits of 8 slices, now the prefill
+/// core's.
 const PREFILL_SHARE_SLICES: u32 = 8;
 
 /// `Core::Split` spreads a step's k slices over the grid's z until its tiles and splits make
@@ -1081,7 +1084,8 @@ mod tests {
 
     /// Which steps of 33 to 256 rows leave the prefill core for `Core::Split` (H100 crossover
     /// figures in docs/PERF.md): long rows the prefill core splits into shares of 8 slices or more
-    /// stay with it; short rows and steps of few rows with thin shares take `Core::Split`.
+    /// stay with it; short rows and steps of few rows with thin shares take `Core::Split`. The
+    /// default shapes and rule: fails under `WGINFER_COOP_PREFILL` or `WGINFER_PREFILL_SPLIT_K`.
     #[test]
     fn split_core_takes_steps_the_prefill_core_serves_worse() {
         let cases = [
