@@ -60,14 +60,6 @@ impl SplitShape {
             + 8 * group * MAX_SPLITS
             + 4
     }
-
-    /// Workgroups per (row, KV head) for `rows` rows seeing at most `context` positions.
-    fn splits(&self, head_dim: u32, rows: u32, context: u32) -> u32 {
-        match rows <= MAX_ROWS {
-            true => context.div_ceil(self.chunk(head_dim)).clamp(1, MAX_SPLITS),
-            false => 1,
-        }
-    }
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: SplitShape) -> String {
@@ -84,8 +76,8 @@ pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, s
 pub struct AttentionSplit {
     bound: Bound,
     n_kv_heads: u32,
-    head_dim: u32,
-    shape: SplitShape,
+    /// Positions per chunk (`SplitShape::chunk`).
+    chunk: u32,
 }
 
 impl AttentionSplit {
@@ -106,12 +98,16 @@ impl AttentionSplit {
         let partials = gpu.scratch("attention split partials", u64::from(words) * 4)?;
         let [q, kc, vc, o, plan] = b.list();
         let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
-        Ok(Some(AttentionSplit { bound, n_kv_heads: h.n_kv_heads, head_dim: h.head_dim, shape }))
+        Ok(Some(AttentionSplit { bound, n_kv_heads: h.n_kv_heads, chunk: shape.chunk(h.head_dim) }))
     }
 
-    /// `rows` tokens, the one seeing the most positions `context` of them.
+    /// `rows` tokens, the one seeing the most positions `context` of them: up to MAX_ROWS rows
+    /// split into a chunk per workgroup (MAX_SPLITS at most), more rows not split.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
-        let splits = self.shape.splits(self.head_dim, rows, context);
+        let splits = match rows <= MAX_ROWS {
+            true => context.div_ceil(self.chunk).clamp(1, MAX_SPLITS),
+            false => 1,
+        };
         self.bound.record(pass, [self.n_kv_heads, rows, splits]);
     }
 }
