@@ -14,15 +14,21 @@
 // Each row attends to its own sequence's positions (lib/plan); a local layer's to the last
 // WINDOW of them (lib/attention_combine's attend_lo).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WINDOW, WG_THREADS,
-// SCORE_LANES (dividing HD / 4), MAX_SPLITS; lib/plan's.
+// SCORE_LANES (dividing HD / 4), MAX_SPLITS, MAX_HEADS (HQ at most); lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_u64.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
-// Per (head, split): max, sum, HD weighted V sums (f32 bits); then one counter per head.
+// One merge counter per head (MAX_HEADS of them, so kernels of any head shape can share the
+// buffer), then per (head, split): max, sum, HD weighted V sums (f32 bits).
 @group(0) @binding(5) var<storage, read_write> partials: array<atomic<u32>>;
 
 const PARTIAL: u32 = HD + 2u;
+
+// Where the partial results of split s of head h start.
+fn partial_at(h: u32, s: u32) -> u32 {
+    return MAX_HEADS + (h * MAX_SPLITS + s) * PARTIAL;
+}
 const TILE: u32 = WG_THREADS / SCORE_LANES;
 var<workgroup> finished: u32;
 
@@ -86,7 +92,7 @@ fn main(
         return;
     }
     let total = sum_parts(lid, acc);
-    let base = (h * MAX_SPLITS + wg.z) * PARTIAL;
+    let base = partial_at(h, wg.z);
     if (lid == 0u) {
         atomicStore(&partials[base], bitcast<u32>(m));
         atomicStore(&partials[base + 1u], bitcast<u32>(l));
@@ -97,7 +103,7 @@ fn main(
         }
     }
     storageBarrier();
-    let counter = HQ * MAX_SPLITS * PARTIAL + h;
+    let counter = h;
     if (lid == 0u) {
         finished = atomicAdd(&partials[counter], 1u);
     }
@@ -111,7 +117,7 @@ fn main(
     // (a loop over 16 splits by D4 threads was a chain of dependent atomic loads).
     var m_own = -3.0e38;
     if (lid < splits) {
-        m_own = bitcast<f32>(atomicLoad(&partials[(h * MAX_SPLITS + lid) * PARTIAL]));
+        m_own = bitcast<f32>(atomicLoad(&partials[partial_at(h, lid)]));
     }
     let mx = wg_max(lid, m_own);
     var den = 0.0;
@@ -119,7 +125,7 @@ fn main(
     // Threads past whole groups (WG_THREADS not a multiple of D4) take no split.
     let first = select(splits, lid / D4, lid < PARTS * D4);
     for (var s = first; s < splits; s += PARTS) {
-        let b = (h * MAX_SPLITS + s) * PARTIAL;
+        let b = partial_at(h, s);
         let w = exp(bitcast<f32>(atomicLoad(&partials[b])) - mx);
         den += bitcast<f32>(atomicLoad(&partials[b + 1u])) * w;
         for (var c = 0u; c < 4u; c++) {

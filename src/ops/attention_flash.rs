@@ -1,7 +1,7 @@
 //! `shaders/attention_flash.wgsl`: tiled online-softmax attention (long contexts); a decode
 //! token's positions are split over up to MAX_SPLITS workgroups per head and merged.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 
 use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
@@ -15,6 +15,9 @@ pub const WG_THREADS: u32 = 256;
 /// each at 4096 positions of head_dim 64; H200 decode after 4096 positions: 16 712, 32 821,
 /// 64 874 tok/s, docs/PERF.md).
 pub const MAX_SPLITS: u32 = 64;
+/// Query heads the kernel takes: the merge counters (one per head) lie at the start of the
+/// partials buffer whatever the heads, so kernels of every shape share one buffer.
+pub const MAX_HEADS: u32 = 1024;
 
 /// Per-adapter choices of the flash kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +42,10 @@ impl FlashShape {
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: FlashShape) -> String {
-    let defs = head_defs(h, opts, plan, WG_THREADS).u32("MAX_SPLITS", MAX_SPLITS).u32("SCORE_LANES", shape.score_lanes);
+    let defs = head_defs(h, opts, plan, WG_THREADS)
+        .u32("MAX_SPLITS", MAX_SPLITS)
+        .u32("MAX_HEADS", MAX_HEADS)
+        .u32("SCORE_LANES", shape.score_lanes);
     let pieces = [
         reduce_lib(shape.subgroups),
         score_sum_lib(shape.score_lanes),
@@ -57,12 +63,19 @@ pub struct AttentionFlash {
 
 impl AttentionFlash {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, b: &AttnBuffers) -> Result<AttentionFlash> {
+        ensure!(
+            h.n_heads <= MAX_HEADS,
+            "{} query heads: the flash attention kernel takes {MAX_HEADS} at most",
+            h.n_heads
+        );
         let shape = FlashShape::for_adapter(&gpu.caps, h.head_dim);
         let k = Kernel::get(gpu, "attention_flash", source(h, opts, &b.plan.layout, b.kv, shape))?;
-        // Split results (max, sum, head_dim sums) per (head, split), then a counter per head,
-        // zeroed at creation and re-zeroed by the last split of each step.
-        let words = h.n_heads * MAX_SPLITS * (h.head_dim + 2) + h.n_heads;
-        let partials = gpu.storage("attention partials", u64::from(words) * 4)?;
+        // A merge counter per head, zeroed at creation and re-zeroed by the last split of each
+        // step; then split results (max, sum, head_dim sums) per (head, split). One buffer serves
+        // every layer (their attention dispatches run one after another) and every kernel of
+        // this shape or a smaller one.
+        let words = MAX_HEADS + h.n_heads * MAX_SPLITS * (h.head_dim + 2);
+        let partials = gpu.scratch("attention flash partials", u64::from(words) * 4)?;
         let [q, kc, vc, o, plan] = b.list();
         let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
         Ok(AttentionFlash { bound, n_heads: h.n_heads, shape })
