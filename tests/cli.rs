@@ -227,8 +227,8 @@ fn bench_kernels_norm_times_the_normalizing_cores() {
     assert!(!out.status.success() && err.contains("\"lib/gemv_input_rmsnorm\""), "{err}");
 }
 
-/// `bench batch-sweep` reports every concurrency, and a point does not depend on the points run
-/// before it: every request has a prompt of its own, so none is served from the prefix cache
+/// `bench batch-sweep` reports every concurrency with its decode steps' speed, and a point does
+/// not depend on the points run before it: every request has a prompt of its own, so none is served from the prefix cache
 /// (it used to reuse the earlier points' prompts, which the pool kept).
 #[test]
 fn batch_sweep_points_do_not_depend_on_earlier_points() {
@@ -245,7 +245,10 @@ fn batch_sweep_points_do_not_depend_on_earlier_points() {
     assert_eq!(after.iter().filter(|p| p["golden"] == true).count(), 1, "{after:?}");
     for p in alone.iter().chain(&after) {
         assert!(p["tokens_per_s"].as_f64().unwrap() > 0.0 && p["requests"] == 4, "{p}");
+        assert!(p["decode_tokens_per_s"].as_f64().unwrap() > 0.0, "{p}");
     }
+    // One client: each request's prompt step makes its first token, then 3 steps of one row.
+    assert_eq!(after[0]["decode_rows"], 4 * 3, "{after:?}");
     assert_eq!(alone[0]["b"], 2);
     assert_eq!(after[1]["rows_per_step"], alone[0]["rows_per_step"], "{alone:?} {after:?}");
 }

@@ -2,7 +2,10 @@
 //! clients each keep one request of fixed prompt and answer length in flight (closed loop)
 //! until a fixed number of requests is done, all through the continuous batcher; reports
 //! requests/s, total tokens/s, request latency P50/P99, inter-token latency P99, and
-//! eta = QPS * T1 / B (T1: one request's latency alone; 1.0 means batching cost nothing).
+//! eta = QPS * T1 / B (T1: one request's latency alone; 1.0 means batching cost nothing), and
+//! the decode speed: the rows of the steps in which every sequence ran one row over those
+//! steps' wall time, the batch's generation speed once its prompts are in (llama-batched-bench's
+//! S_TG; tok/s counts the prompt steps' time too).
 //! The golden batch size is the largest B whose eta is within 10% of the best one's.
 //! `--background N` runs N low-priority clients alongside (each keeps a background request in
 //! flight while the interactive ones run), to see what they cost the interactive TTFT; every
@@ -81,11 +84,19 @@ struct Point {
     latency_ms: Vec<f64>,
     itl_ms: Vec<f64>,
     rows_per_step: f64,
+    /// Rows of the decode steps (every sequence one row) and their wall time.
+    decode_rows: u32,
+    decode_secs: f64,
 }
 
 impl Point {
     fn qps(&self) -> f64 {
         self.requests as f64 / self.secs
+    }
+
+    /// Decode rows per second of the decode steps, `None` without any.
+    fn decode_tok_s(&self) -> Option<f64> {
+        (self.decode_rows > 0).then(|| f64::from(self.decode_rows) / self.decode_secs)
     }
 }
 
@@ -148,15 +159,20 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         // --steps: wall time of the steps by their row count (the steps are pipelined, so a
         // step's wall time is about its GPU time).
         let mut by_rows = std::collections::BTreeMap::<u32, (u32, f64)>::new();
+        let (mut decode_rows, mut decode_secs) = (0, 0.0);
         // --profile: the timings of the last step that ran a decode row for every client.
         let mut full_step = Vec::new();
         while done < requests || !batcher.is_idle() {
             // A call waits for (and reads) the step the previous call submitted.
-            let (started, rows) = (Instant::now(), batcher.last_rows);
+            let (started, rows, one_row_each) = (Instant::now(), batcher.last_rows, batcher.last_one_row_each);
             let events = batcher.step(&mut engine)?;
             if rows > 0 {
+                let secs = started.elapsed().as_secs_f64();
                 let bucket = by_rows.entry(rows.next_power_of_two()).or_default();
-                *bucket = (bucket.0 + 1, bucket.1 + started.elapsed().as_secs_f64() * 1e3);
+                *bucket = (bucket.0 + 1, bucket.1 + secs * 1e3);
+                if one_row_each {
+                    (decode_rows, decode_secs) = (decode_rows + rows, decode_secs + secs);
+                }
             }
             if a.profile && rows == b {
                 full_step.clone_from(&engine.forward.timings);
@@ -200,7 +216,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         if a.profile {
             super::print_timings(&engine.forward, &format!("a step of {b} decode rows"), &full_step);
         }
-        Ok(Point { b, requests, secs, tokens, ttft_ms, latency_ms, itl_ms, rows_per_step })
+        Ok(Point { b, requests, secs, tokens, ttft_ms, latency_ms, itl_ms, rows_per_step, decode_rows, decode_secs })
     };
     // Warm-up (every pipeline compiled, clocks up), then T1: one request alone.
     run_at(max_b.min(4), max_b.min(4) as usize, 0)?;
@@ -218,7 +234,8 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
                 "background_clients": a.background, "ttft_p50_ms": ttft.p50, "ttft_p99_ms": ttft.p99,
                 "prompt": a.prompt, "answer": a.answer, "requests_per_s": p.qps(), "tokens_per_s": p.tokens as f64 / p.secs,
                 "latency_p50_ms": lat.p50, "latency_p99_ms": lat.p99, "itl_p99_ms": itl.p99, "eta": eta(p),
-                "rows_per_step": p.rows_per_step, "golden": p.b == golden});
+                "rows_per_step": p.rows_per_step, "decode_rows": p.decode_rows,
+                "decode_tokens_per_s": p.decode_tok_s(), "golden": p.b == golden});
             println!("{v}");
         }
         return Ok(());
@@ -231,13 +248,22 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
         t1 * 1e3
     );
     println!(
-        "{:>4} {:>9} {:>10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>6}",
-        "B", "req/s", "tok/s", "TTFT P99 ms", "lat P50 ms", "lat P99 ms", "ITL P99 ms", "rows/step", "eta"
+        "{:>4} {:>9} {:>10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>6} {:>13}",
+        "B",
+        "req/s",
+        "tok/s",
+        "TTFT P99 ms",
+        "lat P50 ms",
+        "lat P99 ms",
+        "ITL P99 ms",
+        "rows/step",
+        "eta",
+        "decode tok/s"
     );
     for p in &points {
         let (lat, itl, ttft) = (percentiles(&p.latency_ms), percentiles(&p.itl_ms), percentiles(&p.ttft_ms));
         println!(
-            "{:>4} {:>9.2} {:>10.0} {:>12.1} {:>12.1} {:>12.1} {:>12.2} {:>11.1} {:>6.2}{}",
+            "{:>4} {:>9.2} {:>10.0} {:>12.1} {:>12.1} {:>12.1} {:>12.2} {:>11.1} {:>6.2} {:>13}{}",
             p.b,
             p.qps(),
             p.tokens as f64 / p.secs,
@@ -247,6 +273,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
             itl.p99,
             p.rows_per_step,
             eta(p),
+            p.decode_tok_s().map_or("-".to_string(), |t| format!("{t:.0}")),
             if p.b == golden { "  <- golden" } else { "" }
         );
     }

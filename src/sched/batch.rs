@@ -108,6 +108,9 @@ pub struct Batcher {
     pub metrics: Recorder,
     /// Rows of the last step.
     pub last_rows: u32,
+    /// Whether every sequence in the last step ran one row: a decode step (a prompt whose
+    /// last chunk is one row looks the same).
+    pub last_one_row_each: bool,
     in_flight: Option<InFlight>,
 }
 
@@ -147,6 +150,7 @@ impl Batcher {
             vocab: engine.forward.cfg.vocab,
             metrics: Recorder::default(),
             last_rows: 0,
+            last_one_row_each: false,
             in_flight: None,
         }
     }
@@ -218,6 +222,7 @@ impl Batcher {
     fn submit_next(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) -> Result<Option<InFlight>> {
         let parts = self.plan(engine, events);
         self.last_rows = parts.iter().map(|p| p.rows).sum();
+        self.last_one_row_each = parts.iter().all(|p| p.rows == 1);
         if parts.is_empty() {
             return Ok(None);
         }
