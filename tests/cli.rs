@@ -228,8 +228,9 @@ fn bench_kernels_norm_times_the_normalizing_cores() {
 }
 
 /// `bench batch-sweep` reports every concurrency with its decode steps' speed, and a point does
-/// not depend on the points run before it: every request has a prompt of its own, so none is served from the prefix cache
-/// (it used to reuse the earlier points' prompts, which the pool kept).
+/// not depend on the points run before it: every request has a prompt of its own, so none is
+/// served from the prefix cache (it used to reuse the earlier points' prompts, which the pool
+/// kept).
 #[test]
 fn batch_sweep_points_do_not_depend_on_earlier_points() {
     let model = fixture("gguf/tiny-llama-q8_0.gguf");
