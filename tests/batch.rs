@@ -8,7 +8,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use support::{fixture, golden, ids, seq_request};
+use support::{fixture, golden, ids, seq_request, watchdog};
 use wginfer::engine::{Engine, EngineOptions, Finish, Request};
 use wginfer::kv::{KvLayout, KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
@@ -140,6 +140,82 @@ fn a_dry_pool_preempts_and_everyone_still_gets_their_ids() {
     assert_eq!(got, want);
     assert!(stats.iter().map(|s| s.preemptions).sum::<usize>() > 0, "the pool was large enough: no preemption");
     assert_eq!(e.forward.kv.used_blocks(), 0);
+}
+
+#[test]
+fn a_prompt_filling_the_pool_runs_and_one_past_it_is_refused() {
+    // One sequence's pool (32 blocks of 16 for a context of 512): a 500-token prompt needs 32
+    // blocks, all of them (it waited for a 33rd before: for ever, holding up the queue). A
+    // pool of 8 blocks cannot hold a 200-token prompt at all: refused, naming the pool, and
+    // the request behind it still runs.
+    let _guard = watchdog(Duration::from_secs(600), "a_prompt_filling_the_pool_runs_and_one_past_it_is_refused");
+    let long: Vec<u32> = (0..500).map(|i| 3 + (i * 11) % 300).collect();
+    let mut e = engine(&fixture("qwen2-f32"), paged(1, None));
+    let want = alone(&mut e, &long, 8);
+    let (got, _, _) = run_batch(&mut e, BatchOptions::default(), std::slice::from_ref(&long), 8, &[0]);
+    assert_eq!(got, [want]);
+
+    let mut e = engine(&fixture("qwen2-f32"), paged(1, Some(8)));
+    let short = &long[..20];
+    let want = alone(&mut e, short, 4);
+    let mut b = Batcher::new(&mut e, BatchOptions::default());
+    b.submit(seq_request(0, &long[..200], 4));
+    b.submit(seq_request(1, short, 4));
+    let (mut failed, mut got) = (Vec::new(), Vec::new());
+    for _ in 0..100 {
+        for ev in b.step(&mut e).unwrap() {
+            match ev {
+                SeqEvent::Failed { id, error } => failed.push((id, error)),
+                SeqEvent::Token { id: 1, token, .. } => got.push(token),
+                _ => {}
+            }
+        }
+        if b.is_idle() {
+            break;
+        }
+    }
+    assert!(b.is_idle(), "the batch never finished");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0, 0);
+    assert!(failed[0].1.contains("more than the pool's 8"), "{}", failed[0].1);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one() {
+    // One ring slot, aging 0: the background request counts as interactive from its arrival,
+    // before the interactive one's, so the interactive request waits for it rather than
+    // evicting it. (Evicted, it was admitted again at once and evicted again: admission never
+    // returned.)
+    let _guard =
+        watchdog(Duration::from_secs(600), "a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one");
+    let longest = longest_prompt();
+    let (background, interactive) = (&longest[..6], &longest[..20]);
+    let mut e = engine(&fixture("qwen2-f32"), ring(1));
+    let want = [alone(&mut e, interactive, 6), alone(&mut e, background, 10)];
+    let mut b = Batcher::new(&mut e, BatchOptions { aging: Duration::ZERO, ..Default::default() });
+    b.submit(SeqRequest { priority: Priority::Background, ..seq_request(1, background, 10) });
+    let mut got = [Vec::new(), Vec::new()];
+    let mut stats = Vec::new();
+    for step in 0..100 {
+        if step == 2 {
+            b.submit(seq_request(0, interactive, 6));
+        }
+        for ev in b.step(&mut e).unwrap() {
+            match ev {
+                SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
+                SeqEvent::Finished(s) => stats.push(s),
+                SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
+            }
+        }
+        if b.is_idle() {
+            break;
+        }
+    }
+    assert!(b.is_idle(), "the batch never finished");
+    assert_eq!(got, want);
+    // The background request finished first, never evicted: the interactive one waited.
+    assert_eq!(stats.iter().map(|s| (s.id, s.preemptions)).collect::<Vec<_>>(), [(1, 0), (0, 0)]);
 }
 
 #[test]

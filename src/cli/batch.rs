@@ -33,7 +33,7 @@ pub struct BatchArgs {
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
     /// Most tokens in one step (decode rows and prompt chunks together).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_batch_tokens: u32,
     /// Prompts longer than the context: `left` keeps their end (see `Truncate`).
     #[arg(long, value_enum)]

@@ -46,7 +46,7 @@ pub(super) struct SoakArgs {
     /// Seed of the random requests.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_batch_tokens: u32,
     /// Report every Nth finished greedy request (prompt and ids) in the JSON, to check against
     /// the same request run alone; 0: none.

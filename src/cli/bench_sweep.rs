@@ -44,7 +44,7 @@ pub(super) struct SweepArgs {
     #[arg(long, default_value_t = 128)]
     answer: usize,
     /// Most tokens in one step.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     max_batch_tokens: u32,
     /// Background clients running alongside the interactive ones.
     #[arg(long, default_value_t = 0)]

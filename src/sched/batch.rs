@@ -30,7 +30,7 @@ use crate::ops::plan::{PlanRow, PlanSeq};
 
 #[derive(Clone, Copy, Debug)]
 pub struct BatchOptions {
-    /// Most tokens (rows) in one step, decode and prompt chunks together.
+    /// Most tokens (rows) in one step, decode and prompt chunks together (0 counts as 1).
     pub max_batch_tokens: u32,
     /// A background request waiting this long is admitted as if interactive.
     pub aging: Duration,
@@ -142,7 +142,7 @@ impl Batcher {
     pub fn new(engine: &mut Engine, opts: BatchOptions) -> Batcher {
         engine.reset();
         Batcher {
-            opts,
+            opts: BatchOptions { max_batch_tokens: opts.max_batch_tokens.max(1), ..opts },
             waiting: Vec::new(),
             running: Vec::new(),
             admissions: 0,
@@ -356,14 +356,20 @@ impl Batcher {
     }
 
     /// Why a request cannot run at all, if it cannot.
-    fn refusal(&self, s: &Sequence, kv: &crate::kv::KvOptions) -> Option<String> {
-        let (len, context) = (s.len(), kv.context as usize);
+    fn refusal(&self, s: &Sequence, kv: &crate::kv::KvCache) -> Option<String> {
+        let (len, context) = (s.len(), kv.opts.context as usize);
+        let blocks = len.div_ceil(kv.block as usize);
         if s.req.prompt_ids.is_empty() {
             Some("the prompt is empty".into())
         } else if let Some(bad) = s.req.prompt_ids.iter().find(|&&t| t as usize >= self.vocab) {
             Some(format!("token id {bad} is out of range for the vocabulary of {} tokens", self.vocab))
-        } else if len > context && !kv.sliding_window {
+        } else if len > context && !kv.opts.sliding_window {
             Some(format!("{len} tokens do not fit the context of {context} tokens"))
+        } else if kv.opts.layout == KvLayout::Paged && blocks > kv.n_blocks as usize {
+            Some(format!(
+                "{len} tokens need {blocks} KV blocks of {} positions, more than the pool's {} (raise --kv-memory)",
+                kv.block, kv.n_blocks
+            ))
         } else {
             None
         }
@@ -377,7 +383,7 @@ impl Batcher {
         let kv = &mut engine.forward.kv;
         while !self.waiting.is_empty() {
             let best = (0..self.waiting.len()).min_by_key(|&i| self.admission_key(&self.waiting[i], now)).unwrap();
-            if let Some(error) = self.refusal(&self.waiting[best], &kv.opts) {
+            if let Some(error) = self.refusal(&self.waiting[best], kv) {
                 let seq = self.waiting.remove(best);
                 events.push(SeqEvent::Failed { id: seq.req.id, error: format!("request {}: {error}", seq.req.id) });
                 continue;
@@ -388,14 +394,22 @@ impl Batcher {
                 events.push(SeqEvent::Finished(self.record(seq.finish(Finish::Length))));
                 continue;
             }
+            // Its tokens so far and room for the next (not past the whole pool, so that a
+            // sequence near the end of its context still gets in once the pool is free).
             let need = match kv.opts.layout {
                 KvLayout::Ring => 1,
-                KvLayout::Paged => (self.waiting[best].len() as u32).div_ceil(kv.block) + 1,
+                KvLayout::Paged => ((self.waiting[best].len() as u32).div_ceil(kv.block) + 1).min(kv.n_blocks),
             };
             if self.running.len() >= kv.opts.parallel as usize || need > kv.free_blocks() {
-                let urgent = self.admission_key(&self.waiting[best], now).0 == Priority::Interactive;
+                // An interactive request (or a background one past the aging limit) takes the
+                // place of the latest admitted background sequence less urgent than itself by
+                // the same measure: one that has aged is not evicted by a request that arrived
+                // after it (it would be admitted again at once, and evicted again, for ever).
+                let key = self.admission_key(&self.waiting[best], now);
+                let urgent = key.0 == Priority::Interactive;
                 let background = (0..self.running.len())
                     .filter(|&i| self.running[i].req.priority == Priority::Background)
+                    .filter(|&i| self.admission_key(&self.running[i], now) > key)
                     .max_by_key(|&i| self.running[i].admission);
                 match background.filter(|_| urgent) {
                     Some(i) => {

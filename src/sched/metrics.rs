@@ -17,6 +17,7 @@ pub struct Recorder {
     pub arrived: u64,
     pub finished: u64,
     pub tokens: u64,
+    /// Steps submitted.
     pub steps: u64,
     pub rows: u64,
     ttft_ms: VecDeque<f64>,
@@ -51,8 +52,10 @@ impl Recorder {
         self.arrived += 1;
     }
 
+    /// A call of `Batcher::step`: it submitted a step of `rows` rows (0: none, the last one
+    /// only read back, which the mean rows per step leaves out).
     pub fn step(&mut self, rows: u32, events: &[SeqEvent]) {
-        self.steps += 1;
+        self.steps += u64::from(rows > 0);
         self.rows += u64::from(rows);
         self.tokens += events.iter().filter(|e| matches!(e, SeqEvent::Token { .. })).count() as u64;
     }

@@ -112,3 +112,16 @@ pub fn seq_request(id: u64, prompt: &[u32], max_tokens: usize) -> SeqRequest {
         logprobs: None,
     }
 }
+
+/// Ends the test process with a message if the returned guard is not dropped within `limit`:
+/// for code whose failure would be a hang (an endless loop inside one call).
+pub fn watchdog(limit: std::time::Duration, what: &'static str) -> std::sync::mpsc::Sender<()> {
+    let (guard, dropped) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = dropped.recv_timeout(limit) {
+            eprintln!("{what}: still running after {limit:?}");
+            std::process::exit(101);
+        }
+    });
+    guard
+}
