@@ -22,9 +22,16 @@ impl Default for SamplingParams {
 }
 
 impl SamplingParams {
+    /// Whether tokens are drawn at all. A temperature below f32's smallest normal value (0, or
+    /// a subnormal whose inverse overflows to infinity) picks the most likely token, the limit
+    /// the distribution reaches as the temperature falls.
+    pub fn draws(&self) -> bool {
+        self.temperature >= f32::MIN_POSITIVE
+    }
+
     /// Whether the GPU's argmax is the answer (no logits need to come back).
     pub fn is_greedy(&self) -> bool {
-        self.temperature <= 0.0 && self.repetition_penalty == 1.0
+        !self.draws() && self.repetition_penalty == 1.0
     }
 }
 
@@ -60,15 +67,18 @@ impl Sampler {
             distinct.dedup();
             for id in distinct {
                 if let Some(l) = logits.get_mut(id as usize) {
-                    *l = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
+                    // Kept finite, so that an extreme penalty cannot make the softmax NaN.
+                    let penalized = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
+                    *l = penalized.clamp(f32::MIN, f32::MAX);
                 }
             }
         }
-        if p.temperature <= 0.0 {
+        if !p.draws() {
             return argmax(logits);
         }
-        let mut cand: Vec<(u32, f32)> =
-            logits.iter().enumerate().map(|(i, &l)| (i as u32, l / p.temperature)).collect();
+        // Sorted by logit, the order of logit / temperature; the temperature divides the
+        // differences from the largest (below), which cannot overflow as the logits can.
+        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         // transformers' order: top-k (every token at least as large as the k-th), then top-p
         // over the renormalized survivors.
@@ -77,8 +87,8 @@ impl Sampler {
             let keep = cand.iter().position(|c| c.1 < kth).unwrap_or(cand.len());
             cand.truncate(keep);
         }
-        let mx = cand[0].1;
-        let mut probs: Vec<f64> = cand.iter().map(|c| ((c.1 - mx) as f64).exp()).collect();
+        let (mx, t) = (f64::from(cand[0].1), f64::from(p.temperature));
+        let mut probs: Vec<f64> = cand.iter().map(|c| ((f64::from(c.1) - mx) / t).exp()).collect();
         let total: f64 = probs.iter().sum();
         probs.iter_mut().for_each(|q| *q /= total);
         if p.top_p < 1.0 {
@@ -145,6 +155,22 @@ mod tests {
         // With a sharp distribution, top_p 0.5 keeps only the top token.
         let mut s = Sampler::new(SamplingParams { temperature: 0.1, top_p: 0.5, seed: 1, ..Default::default() });
         assert!((0..50).all(|_| s.sample(&mut logits(), &[]) == 1));
+    }
+
+    #[test]
+    fn temperatures_near_zero_and_extreme_penalties_take_the_most_likely_token() {
+        // A subnormal temperature (its inverse overflows), a tiny normal one (logits over it
+        // overflow), and penalties whose quotients and products overflow: never NaN weights,
+        // which would draw the least likely token.
+        for temperature in [1e-40, 1e-37, 1e-20] {
+            let mut s = Sampler::new(SamplingParams { temperature, seed: 3, ..Default::default() });
+            assert!((0..20).all(|_| s.sample(&mut logits(), &[]) == 1), "temperature {temperature}");
+        }
+        let mut s = Sampler::new(SamplingParams { temperature: 1.0, repetition_penalty: 1e-40, ..Default::default() });
+        assert!((0..20).all(|_| s.sample(&mut logits(), &[2, 3]) == 2));
+        let mut s = Sampler::new(SamplingParams { temperature: 1e-30, repetition_penalty: 1e38, ..Default::default() });
+        assert!((0..20).all(|_| s.sample(&mut logits(), &[1, 3]) == 5));
+        assert!(SamplingParams { temperature: 1e-40, ..Default::default() }.is_greedy());
     }
 
     #[test]

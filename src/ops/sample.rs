@@ -42,7 +42,8 @@ impl SampleParams {
     /// The draw for step `counter` of a generation with `p`.
     pub fn new(p: &SamplingParams, counter: u32) -> SampleParams {
         SampleParams {
-            temperature: p.temperature,
+            // The kernel multiplies by 1 / temperature: 0 (its greedy rows) where that overflows.
+            temperature: if p.draws() { p.temperature } else { 0.0 },
             top_p: p.top_p,
             top_k: p.top_k.min(u32::MAX as usize) as u32,
             seed_lo: p.seed as u32,
