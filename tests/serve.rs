@@ -427,16 +427,19 @@ fn keys_full_queues_and_disconnects() {
         assert_eq!(r.json::<Value>().unwrap()["error"]["code"], "invalid_api_key");
     }
     assert_eq!(client().get(format!("{url}/health")).send().unwrap().status(), 200);
-    // A browser's preflight from the allowed origin is answered (without a key).
+    // A browser's preflight from the allowed origin is answered (without a key), allowing the
+    // headers OpenAI's JS SDK adds to each request.
+    let asked = "authorization,content-type,x-stainless-os,x-stainless-retry-count";
     let preflight = client()
         .request(reqwest::Method::OPTIONS, format!("{url}/v1/chat/completions"))
         .header("origin", ORIGIN)
         .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "authorization,content-type")
+        .header("access-control-request-headers", asked)
         .send()
         .unwrap();
     assert_eq!(preflight.status(), 200);
     assert_eq!(preflight.headers()["access-control-allow-origin"], ORIGIN);
+    assert_eq!(preflight.headers()["access-control-allow-headers"], asked);
 
     let long = json!({"model": MODEL, "prompt": "Hello world", "max_tokens": 200, "temperature": 0, "stream": true});
     let send =

@@ -86,7 +86,9 @@ struct StreamOptions {
 }
 
 /// Both endpoints' bodies (they share every field but the prompt). Fields OpenAI defines that
-/// change nothing here (`user`, `logit_bias` ...) are ignored, as other servers do.
+/// change nothing here (`user`, `metadata` ...) are ignored, as other servers do; those that
+/// would change the answer and are not supported (`tools`, `response_format`, `logit_bias`)
+/// are refused where set, rather than answered as if absent.
 #[derive(Deserialize)]
 struct Body {
     model: String,
@@ -109,6 +111,12 @@ struct Body {
     top_logprobs: Option<u32>,
     echo: Option<bool>,
     priority: Option<Priority>,
+    tools: Option<Value>,
+    functions: Option<Value>,
+    tool_choice: Option<Value>,
+    function_call: Option<Value>,
+    response_format: Option<Value>,
+    logit_bias: Option<Value>,
 }
 
 /// What the prompt is, before tokenizing.
@@ -156,7 +164,39 @@ impl Request {
 }
 
 impl Body {
+    /// A 400 for fields set to something that would change the answer and is not supported:
+    /// function calling, JSON output, logit biases. Their empty or default values pass.
+    fn refuse_unsupported(&self) -> Result<(), ApiError> {
+        let set = |v: &Option<Value>| match v {
+            None | Some(Value::Null) => false,
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(Value::Object(o)) => !o.is_empty(),
+            Some(_) => true,
+        };
+        // A choice other than "none" or "auto": a call asked for.
+        let calls = |v: &Option<Value>| set(v) && !matches!(v.as_ref().and_then(Value::as_str), Some("none" | "auto"));
+        let refused = [
+            ("tools", set(&self.tools), "tools (function calling) are not supported"),
+            ("functions", set(&self.functions), "functions (function calling) are not supported"),
+            ("tool_choice", calls(&self.tool_choice), "tool_choice is not supported (no tools)"),
+            ("function_call", calls(&self.function_call), "function_call is not supported (no functions)"),
+            (
+                "response_format",
+                set(&self.response_format)
+                    && self.response_format.as_ref().and_then(|f| f.get("type")).and_then(Value::as_str)
+                        != Some("text"),
+                "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
+            ),
+            ("logit_bias", set(&self.logit_bias), "logit_bias is not supported"),
+        ];
+        match refused.into_iter().find(|r| r.1) {
+            Some((name, _, why)) => Err(ApiError::invalid(name, why)),
+            None => Ok(()),
+        }
+    }
+
     fn check(self, endpoint: Endpoint) -> Result<Request, ApiError> {
+        self.refuse_unsupported()?;
         let prompt = match endpoint {
             Endpoint::Chat => Prompt::Chat(chat_messages(self.messages)?),
             Endpoint::Text => Prompt::Text(match self.prompt {
@@ -411,6 +451,33 @@ mod tests {
         assert!(e.message.starts_with("temperature: invalid type"), "{}", e.message);
         let e = parse(Endpoint::Chat, r#"{"model": "m", "messages": [{"role": "user", "content": 3}]}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("messages[0].content"));
+    }
+
+    #[test]
+    fn fields_that_would_change_the_answer_are_refused_unless_empty() {
+        let chat = |extra: &str| {
+            parse(
+                Endpoint::Chat,
+                &format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]{extra}}}"#),
+            )
+        };
+        let tool = r#"[{"type": "function", "function": {"name": "f", "parameters": {}}}]"#;
+        for (extra, field) in [
+            (format!(r#", "tools": {tool}"#), "tools"),
+            (format!(r#", "functions": {tool}"#), "functions"),
+            (r#", "tool_choice": "required""#.into(), "tool_choice"),
+            (r#", "response_format": {"type": "json_object"}"#.into(), "response_format"),
+            (r#", "logit_bias": {"50256": -100}"#.into(), "logit_bias"),
+        ] {
+            let e = chat(&extra).unwrap_err();
+            assert_eq!((e.status, e.param.as_deref()), (400, Some(field)), "{extra}");
+        }
+        for extra in [
+            r#", "tools": [], "tool_choice": "none", "function_call": "auto""#,
+            r#", "response_format": {"type": "text"}, "logit_bias": {}, "tools": null"#,
+        ] {
+            assert!(chat(extra).is_ok(), "{extra}");
+        }
     }
 
     #[test]

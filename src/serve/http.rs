@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
-use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::api::{choice_logprobs, usage, ApiError, Endpoint, Head, Request};
 use super::hub::{Generation, Hub, Out, State as ModelState};
@@ -86,7 +86,9 @@ fn cors(origin: &str) -> Result<CorsLayer> {
     Ok(CorsLayer::new()
         .allow_origin(allow)
         .allow_methods([Method::GET, Method::POST])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]))
+        // Whatever headers the preflight names: OpenAI's SDKs send their own (`x-stainless-*`)
+        // with every request, and a fixed list would have the browser block those calls.
+        .allow_headers(AllowHeaders::mirror_request()))
 }
 
 /// With a key set, every /v1 route needs `Authorization: Bearer KEY`.
