@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Goldens for a sliding-window decode that wraps the KV ring, and for a decode
-that crosses the plain -> flash attention threshold: tests/fixtures/llama-f32/window.json.
+that crosses the plain -> flash attention threshold: tests/fixtures/llama-f32/window.json;
+and (`mistral`) for Mistral's own sliding window, its config's `sliding_window` on every
+layer: tests/fixtures/mistral-f16/window.json.
 
 The engine's KV cache is a ring of `slots` positions (src/kv/mod.rs); with a
 sliding window, a decode token at absolute position p attends to positions
@@ -22,7 +24,12 @@ Checks: with no window, the recompute reproduces model.generate() (the KV
 cache path); with the window, the ids agree with full attention until the
 first step that sees more than W positions.
 
-Usage:  python3 scripts/make_window_goldens.py     (a few seconds on CPU)
+The Mistral case loads the mistral-f16 fixture with sliding_window set to
+MISTRAL["window"] and takes transformers' own greedy decoding (generate(), its
+cache applying the window), checked against the recompute with the window's
+mask, and rejected unless the window changes the ids.
+
+Usage:  python3 scripts/make_window_goldens.py [mistral]    (a few seconds on CPU)
 """
 
 import json
@@ -40,6 +47,8 @@ from transformers import AutoModelForCausalLM, GenerationConfig  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "llama-f32"
 OUT = FIXTURE / "window.json"
+MISTRAL_FIXTURE = REPO / "tests" / "fixtures" / "mistral-f16"
+MISTRAL_OUT = MISTRAL_FIXTURE / "window.json"
 
 VOCAB_SIZE = 384
 FIRST_ID = 3  # after the special tokens
@@ -52,6 +61,8 @@ WINDOW = {"slots": 40, "prompt_len": 30, "new_tokens": 100, "seed": 100}
 # Threshold crossing: contexts run from 248 to 271 positions around a threshold of
 # 256, so decode switches from the plain kernel to the flash kernel with 2 splits.
 THRESHOLD = {"attn_threshold": 256, "prompt_len": 248, "new_tokens": 24, "seed": 200}
+# Mistral's window: a 24-token prompt and 40 greedy ids, every layer seeing 16 positions.
+MISTRAL = {"window": 16, "prompt_len": 24, "new_tokens": 40, "seed": 300}
 
 
 def mask(n, window):
@@ -144,6 +155,37 @@ def threshold_case(model, seed):
     return case, None
 
 
+def mistral_case(model, seed):
+    """Mistral with its window in config.json: generate()'s ids, or None with the reason."""
+    w, n = MISTRAL["window"], MISTRAL["new_tokens"]
+    prompt = prompt_ids(seed, MISTRAL["prompt_len"])
+    ids = generate_ids(model, prompt, n)
+    recompute, margins = greedy(model, prompt, n, w)
+    assert ids == recompute, "generate() and the recompute with the window's mask differ"
+    if min(margins) < MIN_MARGIN:
+        return None, f"margin {min(margins):.4f}"
+    if greedy(model, prompt, n, None)[0] == ids:
+        return None, "same ids as full attention"
+    case = {"sliding_window": w, "prompt_ids": prompt, "greedy_ids": ids, "min_margin": round(min(margins), 6)}
+    return case, None
+
+
+def mistral_main():
+    model = AutoModelForCausalLM.from_pretrained(
+        MISTRAL_FIXTURE, dtype=torch.float32, attn_implementation="eager", sliding_window=MISTRAL["window"]
+    )
+    model.eval()
+    assert model.config.sliding_window == MISTRAL["window"]
+    golden = {
+        "about": "greedy ids (no EOS stop) of mistral-f16 with config sliding_window "
+        + str(MISTRAL["window"]) + " from transformers " + transformers.__version__
+        + ", float32, eager attention; made by scripts/make_window_goldens.py mistral",
+        **first_accepted("mistral window", mistral_case, model, MISTRAL["seed"]),
+    }
+    MISTRAL_OUT.write_text(json.dumps(golden, separators=(",", ":")) + "\n")
+    print(f"wrote {MISTRAL_OUT.relative_to(REPO)} ({MISTRAL_OUT.stat().st_size} bytes)")
+
+
 def first_accepted(name, make, model, base_seed):
     for seed in range(base_seed, base_seed + MAX_ATTEMPTS):
         case, why = make(model, seed)
@@ -168,4 +210,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    mistral_main() if sys.argv[1:] == ["mistral"] else main()

@@ -47,6 +47,32 @@ fn mistral_f16_matches_transformers() {
     check_model("mistral-f16", &EngineOptions::default());
 }
 
+/// Mistral's `sliding_window` (Mistral-7B-v0.1 sets 4096), here 16 on every layer: the fixture
+/// with its config.json so set gives transformers' greedy ids (scripts/make_window_goldens.py
+/// mistral), which differ from full attention's. The old loader ignored the window.
+#[test]
+fn mistral_with_a_sliding_window_matches_transformers() {
+    let golden = support::read_json(&fixture("mistral-f16").join("window.json"));
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(fixture("mistral-f16")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let config = dir.path().join("config.json");
+    let mut c = support::read_json(&config);
+    c["sliding_window"] = golden["sliding_window"].clone();
+    std::fs::write(&config, c.to_string()).unwrap();
+    let mut engine = Engine::load(dir.path(), &EngineOptions::default()).unwrap();
+    let want = ids(&golden["greedy_ids"]);
+    let req = Request {
+        prompt_ids: ids(&golden["prompt_ids"]),
+        max_tokens: want.len(),
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+    };
+    assert_eq!(engine.generate(&req, |_| true).unwrap().ids, want);
+}
+
 /// Qwen3: per-head q/k RMSNorm before RoPE, head_dim 32 where hidden / heads is 16.
 #[test]
 fn qwen3_bf16_matches_transformers() {

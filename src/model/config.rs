@@ -206,7 +206,10 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     };
     let eos_ids = ids_field(v, "eos_token_id");
     let layers = usize_field(v, "num_hidden_layers")?;
-    let block = if gemma { gemma3_block(v, layers, hidden)? } else { BlockOptions::default() };
+    let block = match arch {
+        Arch::Gemma3 => gemma3_block(v, layers, hidden)?,
+        _ => windowed_block(v, arch, layers)?,
+    };
     Ok(ModelConfig {
         arch,
         hidden,
@@ -237,6 +240,56 @@ fn present(v: &Value, name: &str) -> bool {
     v.get(name).is_some_and(|x| !x.is_null())
 }
 
+/// The sliding windows of Mistral's, Qwen2's and Qwen3's layers, as transformers applies them:
+/// Mistral's `sliding_window` on every layer (MistralConfig's default, 4096, where the file
+/// leaves it out; `null`: none); Qwen's only with `use_sliding_window`, on the layers
+/// `layer_types` names or else from `max_window_layers` on. Local layers keep the model's RoPE.
+fn windowed_block(v: &Value, arch: Arch, layers: usize) -> Result<BlockOptions> {
+    let window = |default: usize| -> Result<Option<usize>> {
+        match v.get("sliding_window") {
+            None => Ok(Some(default)),
+            Some(Value::Null) => Ok(None),
+            Some(_) => usize_field(v, "sliding_window").map(Some),
+        }
+    };
+    let (window, local_layers) = match arch {
+        Arch::Mistral => (window(4096)?, vec![true; layers]),
+        Arch::Qwen2 | Arch::Qwen3 if v.get("use_sliding_window").and_then(Value::as_bool) == Some(true) => {
+            let local = match v.get("layer_types").filter(|x| !x.is_null()) {
+                Some(types) => layer_types(types, layers)?,
+                None => {
+                    let first = if present(v, "max_window_layers") { usize_field(v, "max_window_layers")? } else { 28 };
+                    (0..layers).map(|i| i >= first).collect()
+                }
+            };
+            (window(4096)?, local)
+        }
+        _ => (None, Vec::new()),
+    };
+    Ok(match window {
+        Some(w) if local_layers.contains(&true) => {
+            BlockOptions { sliding_window: Some(w), local_layers, ..BlockOptions::default() }
+        }
+        _ => BlockOptions::default(),
+    })
+}
+
+/// `layer_types`: per layer, whether it is local ("sliding_attention") or global.
+fn layer_types(types: &Value, layers: usize) -> Result<Vec<bool>> {
+    let types = types
+        .as_array()
+        .filter(|t| t.len() == layers)
+        .with_context(|| format!("field \"layer_types\" must list the type of each of the {layers} layers"))?;
+    types
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("sliding_attention") => Ok(true),
+            Some("full_attention") => Ok(false),
+            _ => bail!("field \"layer_types\": {t} is not \"sliding_attention\" or \"full_attention\""),
+        })
+        .collect()
+}
+
 /// Gemma 3's block, with Gemma3TextConfig's defaults for what the file leaves out.
 fn gemma3_block(v: &Value, layers: usize, hidden: usize) -> Result<BlockOptions> {
     for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
@@ -255,20 +308,7 @@ fn gemma3_block(v: &Value, layers: usize, hidden: usize) -> Result<BlockOptions>
     let scalar = if present(v, "query_pre_attn_scalar") { f32_field(v, "query_pre_attn_scalar")? } else { 256.0 };
     let window = if present(v, "sliding_window") { usize_field(v, "sliding_window")? } else { 4096 };
     let local_layers = match v.get("layer_types").filter(|x| !x.is_null()) {
-        Some(types) => {
-            let types = types
-                .as_array()
-                .filter(|t| t.len() == layers)
-                .with_context(|| format!("field \"layer_types\" must list the type of each of the {layers} layers"))?;
-            types
-                .iter()
-                .map(|t| match t.as_str() {
-                    Some("sliding_attention") => Ok(true),
-                    Some("full_attention") => Ok(false),
-                    _ => bail!("field \"layer_types\": {t} is not \"sliding_attention\" or \"full_attention\""),
-                })
-                .collect::<Result<Vec<bool>>>()?
-        }
+        Some(types) => layer_types(types, layers)?,
         // Older configs: every pattern-th layer is global.
         None => {
             let key = ["sliding_window_pattern", "_sliding_window_pattern"].into_iter().find(|k| present(v, k));
@@ -442,6 +482,31 @@ mod tests {
         let q = parse_config(&c).unwrap();
         assert_eq!((q.arch, q.qk_norm, q.head_dim, q.hidden / q.heads), (Arch::Qwen3, true, 32, 16));
         assert!(!parse_config(&base()).unwrap().qk_norm);
+    }
+
+    #[test]
+    fn mistral_and_qwen_windows_as_transformers_applies_them() {
+        let windows = |patch: Value| {
+            let mut v = base();
+            v.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
+            let c = parse_config(&v).unwrap();
+            (0..c.layers).map(|i| c.layer_window(i)).collect::<Vec<_>>()
+        };
+        let mistral = |w: Value| json!({"architectures": ["MistralForCausalLM"], "sliding_window": w});
+        assert_eq!(windows(mistral(json!(16))), [Some(16), Some(16)]);
+        assert_eq!(windows(mistral(Value::Null)), [None, None]);
+        // MistralConfig's default where the file leaves the field out.
+        assert_eq!(windows(json!({"architectures": ["MistralForCausalLM"]})), [Some(4096), Some(4096)]);
+        let qwen = |on: bool| {
+            json!({"architectures": ["Qwen2ForCausalLM"], "sliding_window": 32, "use_sliding_window": on,
+                   "max_window_layers": 1})
+        };
+        assert_eq!(windows(qwen(false)), [None, None]);
+        assert_eq!(windows(qwen(true)), [None, Some(32)]);
+        let mut typed = qwen(true);
+        typed["layer_types"] = json!(["sliding_attention", "full_attention"]);
+        assert_eq!(windows(typed), [Some(32), None]);
+        assert_eq!(windows(json!({"sliding_window": 8})), [None, None], "Llama has no window");
     }
 
     fn gemma3() -> Value {
