@@ -92,8 +92,10 @@ impl Engine {
     }
 
     fn from_gguf(gpu: Gpu, file: &crate::model::gguf::Gguf, path: &Path, opts: &ForwardOptions) -> Result<Engine> {
-        let forward = crate::model::load_gguf(&gpu, file, opts)?;
+        // The tokenizer first: one it cannot build fails in a moment, not after every weight
+        // has gone to the GPU.
         let tokenizer = TextTokenizer::from_gguf(file)?;
+        let forward = crate::model::load_gguf(&gpu, file, opts)?;
         Ok(Engine::new(gpu, forward, Some(tokenizer), path))
     }
 

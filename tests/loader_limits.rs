@@ -90,17 +90,23 @@ fn gguf_counts_beyond_what_a_large_file_needs_in_memory() {
 
 #[test]
 fn gguf_tensor_dims_that_overflow_or_exceed_the_file() {
-    let tensor = |ne: &[u64]| {
+    let typed = |ne: &[u64], ggml_type: u32, offset: u64| {
         let mut b = gguf_header(1, 0);
         push_str(&mut b, "token_embd.weight");
         b.extend((ne.len() as u32).to_le_bytes());
         ne.iter().for_each(|d| b.extend(d.to_le_bytes()));
-        b.extend(0u32.to_le_bytes()); // F32
-        b.extend(0u64.to_le_bytes()); // offset
+        b.extend(ggml_type.to_le_bytes());
+        b.extend(offset.to_le_bytes());
         b
     };
+    let tensor = |ne: &[u64]| typed(ne, 0, 0); // F32
     assert_mentions(&gguf_error(&tensor(&[1 << 32, 1 << 32, 1 << 32, 1]), 0), &["token_embd.weight", "overflows"]);
     assert_mentions(&gguf_error(&tensor(&[1 << 20, 1 << 20]), 0), &["token_embd.weight", "past the end"]);
+    // Each fault by its own name: values past what memory addresses, rows that are not whole
+    // blocks (Q8_0: 32 values), an offset off the file's alignment (32 bytes by default).
+    assert_mentions(&gguf_error(&tensor(&[1 << 62]), 0), &["token_embd.weight", "too large to address"]);
+    assert_mentions(&gguf_error(&typed(&[48, 2], 8, 0), 0), &["token_embd.weight", "not whole", "blocks of 32"]);
+    assert_mentions(&gguf_error(&typed(&[8], 0, 1), 0), &["token_embd.weight", "offset 1", "alignment 32"]);
 }
 
 /// GGUF metadata sizes get the same limits as config.json's. The old reader accepted a block

@@ -236,12 +236,22 @@ impl Gguf {
                 .iter()
                 .try_fold(1u64, |a, &d| a.checked_mul(d))
                 .with_context(|| format!("tensor {name}: shape {ne:?} overflows"))?;
+            let block = dtype.block().0;
+            if !ne[0].is_multiple_of(block as u64) {
+                bail!(
+                    "tensor {name}: rows of {} values (shape {ne:?}) are not whole {dtype:?} blocks of {block}",
+                    ne[0]
+                );
+            }
             let bytes = usize::try_from(elems)
                 .ok()
                 .and_then(|n| dtype.bytes_for(n))
-                .filter(|_| (ne[0] as usize).is_multiple_of(dtype.block().0))
-                .with_context(|| format!("tensor {name}: shape {ne:?} is not whole {dtype:?} blocks"))?;
-            let start = data_start.checked_add(offset as usize).filter(|_| (offset as usize).is_multiple_of(align));
+                .with_context(|| format!("tensor {name}: shape {ne:?} is too large to address"))?;
+            if !offset.is_multiple_of(align as u64) {
+                bail!("tensor {name}: data offset {offset} is not a multiple of the file's alignment {align}");
+            }
+            // Checked, not cast: on 32-bit targets (the browser) a cast would wrap.
+            let start = usize::try_from(offset).ok().and_then(|o| data_start.checked_add(o));
             let end = start.and_then(|s| s.checked_add(bytes));
             let (start, end) = match (start, end) {
                 (Some(s), Some(e)) if e <= map.len() => (s, e),
