@@ -167,8 +167,14 @@ pub fn plain_transcript(messages: &[Message]) -> String {
     out
 }
 
+/// Instructions a chat template may run per render: real templates take a few hundred per
+/// message; a template from a model file that recurses or loops without end (a macro calling
+/// itself twice, 2^60 calls) stops with an error instead of hanging every chat request.
+const TEMPLATE_FUEL: u64 = 20_000_000;
+
 pub fn render_template(template: &str, messages: &[Message], bos: &str, eos: &str) -> Result<String> {
     let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
     // transformers renders chat templates with jinja2's trim_blocks and lstrip_blocks.
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);

@@ -11,7 +11,7 @@ use wginfer::gpu::GpuOptions;
 use wginfer::kv::KvOptions;
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
-use wginfer::tokenizer::{render_template, StreamDecoder, TextTokenizer};
+use wginfer::tokenizer::{render_template, Message, StreamDecoder, TextTokenizer};
 
 /// Greedy decoding with a repetition penalty against transformers' `generate`
 /// (scripts/make_penalty_goldens.py): the penalty changes the ids, and applying it once per
@@ -51,6 +51,23 @@ fn chat_templates_render_as_transformers() {
             }
             (got, _, _) => panic!("{t} / {c}: {got:?}, expected {case}"),
         }
+    }
+}
+
+/// A template that would run for ever (a macro calling itself twice, 2^60 calls) stops with an
+/// error; the fixture's real templates still render a 2,000-message chat within the limit.
+#[test]
+fn a_runaway_chat_template_stops_and_long_chats_still_render() {
+    let runaway = "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
+    let e = render_template(runaway, &[], "", "").unwrap_err();
+    assert!(format!("{e:#}").starts_with("chat template failed"), "{e:#}");
+    let g = read_json(&fixture("chat_templates.json"));
+    let long: Vec<Message> = (0..2000)
+        .map(|i| Message { role: ["user", "assistant"][i % 2].into(), content: format!("message {i}") })
+        .collect();
+    for (name, t) in g["templates"].as_object().unwrap() {
+        let r = render_template(t.as_str().unwrap(), &long, "<s>", "</s>");
+        assert!(r.as_ref().is_ok_and(|text| text.contains("message 1999")), "{name}: {r:?}");
     }
 }
 
