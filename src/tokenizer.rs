@@ -10,6 +10,8 @@ use serde_json::Value;
 use crate::model::config::ids_field;
 use crate::model::folder::ModelFolder;
 
+mod charsmap;
+
 /// One chat turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Message {
@@ -79,6 +81,10 @@ impl TextTokenizer {
         // Parsed as JSON before the `tokenizers` crate sees it: that crate panics on a syntax
         // error inside a "decoder" entry (tokenizers 0.22, decoders/mod.rs `expect("Helper")`).
         let json: Value = serde_json::from_slice(tokenizer_json).context("not valid JSON")?;
+        // It panics on some normalizers too: those are checked first.
+        if let Some(n) = json.get("normalizer") {
+            charsmap::check_normalizer(n)?;
+        }
         let inner: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| anyhow!("{e}"))?;
         let chat_template = match template_file {
             Some(t) => Some(t),
