@@ -39,9 +39,13 @@ struct Server {
 
 impl Server {
     fn start(parallel: u32, max_waiting: usize, api_key: Option<&str>, cors: Option<&str>) -> Server {
+        Server::with_engine(engine_options(parallel), max_waiting, api_key, cors)
+    }
+
+    fn with_engine(engine: EngineOptions, max_waiting: usize, api_key: Option<&str>, cors: Option<&str>) -> Server {
         let opts = ServeOptions {
             model: fixture(MODEL),
-            engine: engine_options(parallel),
+            engine,
             api_key: api_key.map(str::to_string),
             cors: cors.map(str::to_string),
             max_waiting,
@@ -379,6 +383,27 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
     // Past the body limit (64 KiB here).
     let big = json!({"model": MODEL, "prompt": "x".repeat(1 << 17)}).to_string().into_bytes();
     assert_eq!(refused(url, "/v1/completions", big, 413)["code"], "request_too_large");
+}
+
+/// A KV pool smaller than the context (4 blocks of 16: 64 positions) bounds a sequence as the
+/// context would: a prompt or max_tokens past it is a 400 naming the pool, and a request
+/// without max_tokens stops at the pool's end. (A prompt past the pool waited for ever.)
+#[test]
+fn a_kv_pool_smaller_than_the_context_bounds_requests_as_the_context_does() {
+    let mut engine = engine_options(1);
+    engine.forward.kv.blocks = Some(4);
+    let server = Server::with_engine(engine, 4, None, None);
+    let url = server.url.as_str();
+    let long = "word ".repeat(80);
+    let e = refused(url, "/v1/completions", json!({"model": MODEL, "prompt": long}).to_string().into_bytes(), 400);
+    assert_eq!(e["param"], "prompt");
+    assert!(e["message"].as_str().unwrap().contains("the KV pool holds 64 positions"), "{e}");
+    let body = json!({"model": MODEL, "prompt": "Hello world", "max_tokens": 64});
+    assert_eq!(refused(url, "/v1/completions", body.to_string().into_bytes(), 400)["param"], "max_tokens");
+    let body = json!({"model": MODEL, "prompt": "Hello world", "temperature": 0});
+    let (_, finish, usage) = complete(url, "/v1/completions", body);
+    assert_eq!(finish, "length");
+    assert_eq!(usage["total_tokens"], 64, "{usage}");
 }
 
 #[test]

@@ -151,6 +151,15 @@ impl KvCache {
         self.free.len() as u32
     }
 
+    /// The most positions one sequence may hold: the context, or a paged pool's positions
+    /// where it has fewer.
+    pub fn sequence_positions(&self) -> u32 {
+        match self.opts.layout {
+            KvLayout::Ring => self.opts.context,
+            KvLayout::Paged => self.opts.context.min(self.n_blocks.saturating_mul(self.block)),
+        }
+    }
+
     /// Blocks held by sequences.
     pub fn used_blocks(&self) -> u32 {
         self.n_blocks - self.free_blocks()

@@ -178,6 +178,8 @@ pub enum Event {
     Loaded {
         path: PathBuf,
         description: String,
+        /// The most positions one sequence may hold (`KvCache::sequence_positions`).
+        positions: usize,
     },
     LoadFailed {
         path: PathBuf,
@@ -333,10 +335,11 @@ impl EngineLoop {
                 match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
                         let description = describe(&e);
+                        let positions = e.forward.kv.sequence_positions() as usize;
                         let opts = BatchOptions::for_adapter(&e.gpu.caps);
                         let b = Batcher::new(&mut e, opts);
                         self.model = Some((e, b));
-                        self.emit(Event::Loaded { path, description });
+                        self.emit(Event::Loaded { path, description, positions });
                     }
                     Err(err) => self.emit(Event::LoadFailed { path, error: format!("{err:#}") }),
                 }
@@ -448,14 +451,17 @@ impl EngineLoop {
     }
 
     /// A step panicked: the batcher and the engine may be half-way through it, so every
-    /// request fails without touching them, and the model is dropped (the front end can load
-    /// it again).
+    /// request fails without touching them, and the model is dropped and the front end told,
+    /// as a failed load (the console can load it again; the server reports itself unhealthy
+    /// and stops rather than answer every later request with "no model is loaded").
     fn unload_after_panic(&mut self, panic: &str) {
         let error = format!("the engine panicked ({panic}); the model was unloaded, load it again");
-        let ids = self.model.take().map_or_else(Vec::new, |(_, b)| b.ids());
-        for id in ids {
-            self.streams.remove(&id);
-            self.emit(Event::Failed { id, error: error.clone() });
+        if let Some((engine, batcher)) = self.model.take() {
+            for id in batcher.ids() {
+                self.streams.remove(&id);
+                self.emit(Event::Failed { id, error: error.clone() });
+            }
+            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error });
         }
         self.send_metrics();
     }

@@ -7,7 +7,7 @@
 use futures_channel::mpsc::UnboundedSender;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -51,6 +51,9 @@ struct Shared {
     routes: Mutex<HashMap<u64, mpsc::UnboundedSender<Piece>>>,
     metrics: Mutex<Registry>,
     state: watch::Sender<State>,
+    /// The most positions one sequence may hold, once the model has loaded (a paged pool
+    /// smaller than the context holds fewer); the context until then.
+    positions: AtomicUsize,
 }
 
 pub struct Hub {
@@ -128,6 +131,7 @@ impl Hub {
             routes: Mutex::new(HashMap::new()),
             metrics: Mutex::new(Registry::default()),
             state: watch::channel(State::Loading).0,
+            positions: AtomicUsize::new(opts.forward.kv.context as usize),
         });
         let events = {
             let shared = shared.clone();
@@ -191,24 +195,25 @@ impl Hub {
         if self.sliding_window {
             return Ok((ids, max_tokens.unwrap_or(context)));
         }
-        if n >= context {
+        // What bounds a sequence: the context, or a smaller KV pool.
+        let limit = context.min(self.shared.positions.load(Ordering::Relaxed));
+        let bound = match limit < context {
+            true => format!("the KV pool holds {limit} positions (raise --kv-memory)"),
+            false => format!("this model's context is {context} tokens"),
+        };
+        if n >= limit {
             return Err(ApiError::invalid(
                 param,
-                format!(
-                    "this model's context is {context} tokens, and the prompt has {n} tokens (at most {} fit)",
-                    context - 1
-                ),
+                format!("{bound}, and the prompt has {n} tokens (at most {} fit)", limit - 1),
             ));
         }
         match max_tokens {
-            Some(m) if n + m > context => Err(ApiError::invalid(
+            Some(m) if n + m > limit => Err(ApiError::invalid(
                 "max_tokens",
-                format!(
-                    "this model's context is {context} tokens: the prompt's {n} tokens and max_tokens {m} do not fit"
-                ),
+                format!("{bound}: the prompt's {n} tokens and max_tokens {m} do not fit"),
             )),
             Some(m) => Ok((ids, m)),
-            None => Ok((ids, context - n)),
+            None => Ok((ids, limit - n)),
         }
     }
 
@@ -283,8 +288,9 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
     };
     while let Ok(event) = worker.events.recv() {
         match event {
-            Event::Loaded { description, .. } => {
+            Event::Loaded { description, positions, .. } => {
                 eprintln!("model loaded: {description}");
+                shared.positions.store(positions, Ordering::Relaxed);
                 shared.state.send_replace(State::Ready);
             }
             Event::LoadFailed { error, .. } => {
