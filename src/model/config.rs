@@ -184,6 +184,10 @@ pub fn parse_config(v: &Value) -> Result<ModelConfig> {
     if head_dim == 0 || head_dim % 2 != 0 {
         bail!("head_dim {head_dim} must be positive and even for RoPE");
     }
+    // The q projection's rows, in u64: on 32-bit targets (the browser) usize would wrap.
+    if heads as u64 * head_dim as u64 > MAX_SIZE {
+        bail!("num_attention_heads {heads} x head_dim {head_dim} is over {MAX_SIZE}");
+    }
     // transformers 5.x nests RoPE settings in rope_parameters (Gemma 3: one entry per layer
     // type, "full_attention" for the global layers); 4.x has rope_theta + rope_scaling.
     let rope = v.get("rope_parameters").filter(|x| x.is_object());
@@ -573,6 +577,9 @@ mod tests {
         let mut c = base();
         c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
         assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("yarn"));
+        let mut c = base();
+        c["head_dim"] = json!(1 << 23);
+        assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("head_dim 8388608 is over"));
         let mut c = base();
         c["hidden_size"] = json!("big");
         assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("hidden_size"));

@@ -327,7 +327,8 @@ impl Gguf {
             })?,
             None => self.uint(&k("vocab_size"))?,
         };
-        if heads % kv_heads != 0 || head_dim == 0 || head_dim % 2 != 0 {
+        // The product in u64: on 32-bit targets (the browser) usize would wrap.
+        if heads % kv_heads != 0 || head_dim == 0 || head_dim % 2 != 0 || heads as u64 * head_dim as u64 > MAX_SIZE {
             bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
         }
         let id = |key: &str| self.get(key).and_then(Meta::as_u64).map(|v| v as u32);

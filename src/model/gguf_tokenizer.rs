@@ -56,7 +56,7 @@ pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
     };
     let spec = match (g.str("tokenizer.ggml.model"), g.str("general.architecture")) {
         (Some("gpt2"), _) => gpt2(g, &tokens, &types)?,
-        (Some("llama"), Some("gemma3")) => gemma(&tokens, &types),
+        (Some("llama"), Some("gemma3")) => gemma(&tokens, &types)?,
         (other, _) => bail!(
             "tokenizer.ggml.model {other:?} is not supported (gpt2 byte-level BPE is, and gemma3's \"llama\" vocabulary)"
         ),
@@ -105,6 +105,11 @@ fn gpt2(g: &Gguf, tokens: &[&str], types: &[i64]) -> Result<Value> {
 
 /// Tokens longer than this get no merges rebuilt (see `gemma`).
 const MAX_MERGED_TOKEN_BYTES: usize = 512;
+/// Rebuilt merges, and the bytes of the tokens they make, at most this many times the
+/// vocabulary's tokens and bytes: gemma-3-270m's 262,144 tokens give 514,906 merges (1.96 a
+/// token); a vocabulary built so that every split of long tokens is a token gives hundreds
+/// a token, gigabytes of merges from a file of megabytes.
+const MAX_MERGES_PER_TOKEN: usize = 8;
 
 /// Gemma's SentencePiece vocabulary (`tokenizer.ggml.model` "llama", no merges) as transformers
 /// 5.x builds it from the file (integrations/gguf, `gemma_tokenizer`): tokens made of spaces only
@@ -112,7 +117,7 @@ const MAX_MERGED_TOKEN_BYTES: usize = 512;
 /// two tokens, ordered by the token's place in the file (not its score), then the longer left
 /// piece first; BPE with byte fallback over text whose spaces became "\u{2581}"; control tokens
 /// special and user-defined ones whole.
-fn gemma(tokens: &[&str], types: &[i64]) -> Value {
+fn gemma(tokens: &[&str], types: &[i64]) -> Result<Value> {
     let respelled: Vec<String> = tokens
         .iter()
         .map(|t| match t.contains(' ') && t.trim().is_empty() {
@@ -126,6 +131,9 @@ fn gemma(tokens: &[&str], types: &[i64]) -> Value {
         ids.insert(t, i);
     }
     let mut merges: Vec<(usize, usize, &str, &str)> = Vec::new();
+    let vocab_bytes: usize = respelled.iter().map(String::len).sum();
+    let (max_merges, max_bytes) = (MAX_MERGES_PER_TOKEN * tokens.len(), MAX_MERGES_PER_TOKEN * vocab_bytes);
+    let mut merged_bytes = 0;
     // Each split hashes both halves: quadratic in a token's length, so a file with a token of
     // megabytes would hang here. Real vocabularies' tokens are a few dozen bytes at most.
     for (t, &id) in ids.iter().filter(|(t, _)| t.len() <= MAX_MERGED_TOKEN_BYTES) {
@@ -133,7 +141,14 @@ fn gemma(tokens: &[&str], types: &[i64]) -> Value {
             let (l, r) = t.split_at(at);
             if ids.contains_key(l) && ids.contains_key(r) {
                 merges.push((id, usize::MAX - n, l, r));
+                merged_bytes += t.len();
             }
+        }
+        if merges.len() > max_merges || merged_bytes > max_bytes {
+            bail!(
+                "tokenizer.ggml.tokens: its {} tokens split into more than {MAX_MERGES_PER_TOKEN} merges a token (or bytes a byte); not a SentencePiece vocabulary",
+                tokens.len()
+            );
         }
     }
     merges.sort_unstable();
@@ -150,7 +165,7 @@ fn gemma(tokens: &[&str], types: &[i64]) -> Value {
         })
         .collect();
     let space = json!({"String": " "});
-    json!({
+    Ok(json!({
         "version": "1.0", "truncation": null, "padding": null,
         "added_tokens": added,
         "normalizer": {"type": "Replace", "pattern": space, "content": "\u{2581}"},
@@ -162,5 +177,22 @@ fn gemma(tokens: &[&str], types: &[i64]) -> Value {
         "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
                   "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
                   "vocab": vocab, "merges": merges},
-    })
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every string a^i b^j (i + j <= 40): each splits at every place into two tokens, 27
+    /// merges a token, where a SentencePiece vocabulary gives about 2.
+    #[test]
+    fn a_vocabulary_of_every_split_is_refused() {
+        let words: Vec<String> =
+            (1..=40).flat_map(|n| (0..=n).map(move |i| "a".repeat(i) + &"b".repeat(n - i))).collect();
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let e = gemma(&tokens, &vec![1; tokens.len()]).unwrap_err();
+        assert!(e.to_string().contains("more than 8 merges a token"), "{e}");
+        assert!(gemma(&tokens[..5], &[1; 5]).is_ok());
+    }
 }
