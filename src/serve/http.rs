@@ -132,7 +132,13 @@ async fn complete(s: AppState, endpoint: Endpoint, body: Result<Bytes, BytesReje
     })?;
     let req = Request::parse(endpoint, &body)?;
     s.hub.check_model(&req.model)?;
-    let (prompt_ids, max_tokens) = s.hub.prepare(&req.prompt, req.max_tokens)?;
+    // A full queue answers before the prompt is tokenized, and tokenizing (a chat template,
+    // up to the body limit of text) runs off the async workers that serve every connection.
+    s.hub.check_capacity()?;
+    let (hub, prompt, max) = (s.hub.clone(), req.prompt.clone(), req.max_tokens);
+    let (prompt_ids, max_tokens) = tokio::task::spawn_blocking(move || hub.prepare(&prompt, max))
+        .await
+        .map_err(|e| ApiError::new(500, "server_error", None, format!("tokenizing failed: {e}")))??;
     let mut sampling = req.sampling.clone();
     // No seed: a different draw for every request.
     sampling.seed = req.seed.unwrap_or_else(|| now_nanos() ^ prompt_ids.len() as u64);

@@ -217,6 +217,15 @@ impl Hub {
         }
     }
 
+    /// 503 while the queue is full (`submit` checks again as it queues).
+    pub fn check_capacity(&self) -> Result<(), ApiError> {
+        let queued = self.shared.routes.lock().expect("routes lock").len();
+        match queued >= self.capacity {
+            true => Err(busy(queued)),
+            false => Ok(()),
+        }
+    }
+
     /// Queues a request (`logprobs`: `api::Request::logprobs`); 503 while the model loads or
     /// when the queue is full.
     pub fn submit(
@@ -238,7 +247,7 @@ impl Hub {
         {
             let mut routes = self.shared.routes.lock().expect("routes lock");
             if routes.len() >= self.capacity {
-                return Err(unavailable(&format!("the server is busy ({} requests queued or running)", routes.len())));
+                return Err(busy(routes.len()));
             }
             routes.insert(id, tx);
         }
@@ -258,6 +267,11 @@ impl Hub {
             logprobs: Vec::new(),
         })
     }
+}
+
+/// 503: the queue holds `queued` requests, as many as it takes.
+fn busy(queued: usize) -> ApiError {
+    unavailable(&format!("the server is busy ({queued} requests queued or running)"))
 }
 
 /// A 503: the client should try again later (the handler adds `Retry-After`).
