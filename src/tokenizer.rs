@@ -114,7 +114,7 @@ impl TextTokenizer {
         use crate::model::gguf::Meta;
         let (inner, bos_token, eos_token) =
             crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
-        let id = |key: &str| g.get(key).and_then(Meta::as_u64).map(|v| v as u32);
+        let id = |key: &str| g.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok());
         let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true)));
         Ok(TextTokenizer {
             inner,

@@ -109,6 +109,28 @@ fn gguf_tensor_dims_that_overflow_or_exceed_the_file() {
     assert_mentions(&gguf_error(&typed(&[8], 0, 1), 0), &["token_embd.weight", "offset 1", "alignment 32"]);
 }
 
+/// A tensor or metadata key listed twice is an error (llama.cpp's reader refuses it too), not
+/// the last one silently winning.
+#[test]
+fn gguf_names_listed_twice_are_refused() {
+    let mut b = gguf_header(2, 0);
+    for offset in [0u64, 32] {
+        push_str(&mut b, "output_norm.weight");
+        b.extend(1u32.to_le_bytes());
+        b.extend(8u64.to_le_bytes());
+        b.extend(0u32.to_le_bytes()); // F32
+        b.extend(offset.to_le_bytes());
+    }
+    assert_mentions(&gguf_error(&b, 4096), &["tensor output_norm.weight appears twice"]);
+    let mut b = gguf_header(0, 2);
+    for value in [1u32, 2] {
+        push_str(&mut b, "general.alignment");
+        b.extend(4u32.to_le_bytes()); // UINT32
+        b.extend(value.to_le_bytes());
+    }
+    assert_mentions(&gguf_error(&b, 4096), &["metadata key general.alignment appears twice"]);
+}
+
 /// GGUF metadata sizes get the same limits as config.json's. The old reader accepted a block
 /// count of 2^32 - 1 and the loader reserved that many layers before reading a tensor, aborting.
 #[test]
@@ -219,12 +241,16 @@ fn absurd_config_sizes_are_rejected() {
 /// entries here) first, aborting the process.
 #[test]
 fn config_sizes_the_files_do_not_hold() {
-    let big = json!(1 << 24);
-    let fields = [("num_attention_heads", big.clone()), ("num_key_value_heads", big.clone()), ("head_dim", big)];
-    let dir = fixture_with(&fields);
-    let msg = match Engine::load(dir.path(), &EngineOptions::default()) {
-        Ok(_) => panic!("a config with 2^24 heads of 2^24 loaded"),
-        Err(e) => format!("{e:#}"),
+    let load_error = |size: u32| {
+        let big = json!(1u64 << size);
+        let fields = [("num_attention_heads", big.clone()), ("num_key_value_heads", big.clone()), ("head_dim", big)];
+        let dir = fixture_with(&fields);
+        match Engine::load(dir.path(), &EngineOptions::default()) {
+            Ok(_) => panic!("a config with 2^{size} heads of 2^{size} loaded"),
+            Err(e) => format!("{e:#}"),
+        }
     };
-    assert_mentions(&msg, &["model.layers.0.self_attn.q_proj.weight", "expected [281474976710656, 64]"]);
+    assert_mentions(&load_error(12), &["model.layers.0.self_attn.q_proj.weight", "expected [16777216, 64]"]);
+    // Past 2^24 q rows the config itself is refused (the product wrapped on 32-bit targets).
+    assert_mentions(&load_error(24), &["num_attention_heads 16777216 x head_dim 16777216 is over"]);
 }

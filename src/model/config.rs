@@ -143,8 +143,9 @@ pub fn positive(x: f32) -> Result<f32> {
 /// An integer or a list of integers (eos_token_id takes both forms).
 pub fn ids_field(v: &Value, name: &str) -> Vec<u32> {
     match v.get(name) {
-        Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
-        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_u64()).map(|n| n as u32).collect(),
+        // Ids past u32 name no token (a cast would wrap them onto one).
+        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()).into_iter().collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_u64()).filter_map(|n| u32::try_from(n).ok()).collect(),
         _ => Vec::new(),
     }
 }

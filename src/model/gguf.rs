@@ -201,6 +201,10 @@ impl Gguf {
             let key = c.string("metadata key")?;
             let ty = c.u32(&key)?;
             let v = c.value(ty, &key, 0)?;
+            // As llama.cpp's reader: a key or tensor listed twice is an error, not the last wins.
+            if meta.contains_key(&key) {
+                bail!("metadata key {key} appears twice");
+            }
             meta.insert(key, v);
         }
         c.charge::<RawInfo>(n_tensors, "tensor count")?;
@@ -261,6 +265,9 @@ impl Gguf {
                 ),
             };
             let shape = ne.iter().rev().map(|&d| d as usize).collect();
+            if tensors.contains_key(&name) {
+                bail!("tensor {name} appears twice");
+            }
             tensors.insert(name, TensorInfo { dtype, shape, range: start..end });
         }
         Ok(Gguf { path: path.to_path_buf(), version, meta, tensors, map })
@@ -331,7 +338,7 @@ impl Gguf {
         if heads % kv_heads != 0 || head_dim == 0 || head_dim % 2 != 0 || heads as u64 * head_dim as u64 > MAX_SIZE {
             bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
         }
-        let id = |key: &str| self.get(key).and_then(Meta::as_u64).map(|v| v as u32);
+        let id = |key: &str| self.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok());
         let layers = self.uint(&k("block_count"))?;
         Ok(ModelConfig {
             arch,
