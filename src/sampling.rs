@@ -35,6 +35,39 @@ impl SamplingParams {
     }
 }
 
+/// Each setting's range, checked where it enters (command-line options, batch lines, the
+/// server), with a message saying what it must be.
+pub fn check_temperature(t: f32) -> Result<f32, String> {
+    match t.is_finite() && t >= 0.0 {
+        true => Ok(t),
+        false => Err(format!("temperature must be 0 (greedy) or positive, got {t}")),
+    }
+}
+
+pub fn check_top_p(p: f32) -> Result<f32, String> {
+    match p > 0.0 && p <= 1.0 {
+        true => Ok(p),
+        false => Err(format!("top_p must be in (0, 1], got {p}")),
+    }
+}
+
+pub fn check_repetition_penalty(r: f32) -> Result<f32, String> {
+    match r.is_finite() && r > 0.0 {
+        true => Ok(r),
+        false => Err(format!("repetition_penalty must be positive, got {r}")),
+    }
+}
+
+impl SamplingParams {
+    /// The first setting out of its range.
+    pub fn check(&self) -> Result<(), String> {
+        check_temperature(self.temperature)?;
+        check_top_p(self.top_p)?;
+        check_repetition_penalty(self.repetition_penalty)?;
+        Ok(())
+    }
+}
+
 pub struct Sampler {
     params: SamplingParams,
     state: u64,

@@ -48,13 +48,17 @@ fn chat_loop_answers_and_keeps_going_after_an_error() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The second turn overflows the 64-position context: an error, then the chat goes on.
+    // The second turn overflows the 64-position context: an error, then the chat goes on; so
+    // does a line that is not UTF-8 (Latin-1 "caf\xe9").
     let long = "word ".repeat(80);
-    write!(child.stdin.as_mut().unwrap(), "hello\n{long}\n/reset\nhi again\n\n").unwrap();
+    let stdin = child.stdin.as_mut().unwrap();
+    write!(stdin, "hello\n{long}\n/reset\n").unwrap();
+    stdin.write_all(b"caf\xe9\nhi again\n\n").unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("error: ") && stderr.contains("context of 64"), "{stderr}");
+    assert!(stderr.contains("not UTF-8 text"), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2, "two answers");
 }
 
@@ -252,6 +256,45 @@ fn batch_sweep_points_do_not_depend_on_earlier_points() {
     assert_eq!(after[0]["decode_rows"], 4 * 3, "{after:?}");
     assert_eq!(alone[0]["b"], 2);
     assert_eq!(after[1]["rows_per_step"], alone[0]["rows_per_step"], "{alone:?} {after:?}");
+}
+
+/// A batch file as editors and shells write them: a byte-order mark, CRLF, a line that is not
+/// UTF-8 (Latin-1) and one with a sampling value out of range each get their own line's answer
+/// while the rest run; --output naming the input is refused before anything is overwritten; a
+/// NaN option is refused by name.
+#[test]
+fn batch_input_edge_cases_and_the_output_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("requests.jsonl");
+    let mut bytes = "\u{feff}".as_bytes().to_vec();
+    bytes.extend(b"{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\r\n");
+    bytes.extend(b"{\"prompt\": \"caf\xe9\"}\n");
+    bytes.extend(b"{\"prompt_ids\": [1, 2], \"max_tokens\": 2, \"top_p\": 2}\n");
+    bytes.extend(b"{\"prompt_ids\": [4, 5], \"max_tokens\": 2}\n");
+    std::fs::write(&input, &bytes).unwrap();
+    let model = fixture("qwen2-f32");
+    let batch = |output: &Path, extra: &[&str]| {
+        let args = ["batch", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap(), "--output"];
+        wginfer().args(args).arg(output).args(["--temperature", "0"]).args(extra).output().unwrap()
+    };
+    let refused = batch(&input, &[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is the input file"));
+    assert_eq!(std::fs::read(&input).unwrap(), bytes, "the requests are intact");
+    let nan = batch(&dir.path().join("x.jsonl"), &["--top-p", "nan"]);
+    assert!(!nan.status.success());
+    assert!(String::from_utf8_lossy(&nan.stderr).contains("top_p must be in (0, 1]"));
+
+    let output = dir.path().join("answers.jsonl");
+    let out = batch(&output, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answers: Vec<serde_json::Value> =
+        std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.len(), 4);
+    assert_eq!(answers[0]["tokens"], 2, "after the byte-order mark, before a CRLF");
+    assert!(answers[1]["error"].as_str().unwrap().starts_with("line 2: not UTF-8"), "{}", answers[1]);
+    assert!(answers[2]["error"].as_str().unwrap().contains("top_p must be in (0, 1], got 2"), "{}", answers[2]);
+    assert_eq!(answers[3]["tokens"], 2);
 }
 
 /// `wginfer batch` as a user runs it: the golden prompts (and a chat request) run together

@@ -2,8 +2,8 @@
 //! input order as JSON lines. A bad line is reported with its number and the rest still run.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -83,6 +83,7 @@ fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>, c
         repetition_penalty: line.repetition_penalty.unwrap_or(d.repetition_penalty),
         seed: line.seed.unwrap_or(d.seed.wrapping_add(index as u64)),
     };
+    sampling.check().map_err(anyhow::Error::msg)?;
     let max_tokens = line.max_tokens.unwrap_or(a.max_tokens);
     let mut prompt_ids = prompt_ids;
     Truncate::apply(a.truncate, &mut prompt_ids, context, max_tokens, &format!("line {}", index + 1));
@@ -97,75 +98,126 @@ fn parse(text: &str, index: usize, a: &BatchArgs, tok: Option<&TextTokenizer>, c
     })
 }
 
+/// The input's lines: a line that is not UTF-8 is an error of its own (it is reported with
+/// its number; the others run); a byte-order mark before the first is dropped.
+fn read_lines(path: &Path) -> Result<Vec<Result<String, String>>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&bytes);
+    let lines = bytes.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let text = |l: &[u8]| String::from_utf8(l.to_vec()).map_err(|e| format!("not UTF-8 text ({})", e.utf8_error()));
+    let mut lines: Vec<_> = lines.map(text).collect();
+    if lines.last().is_some_and(|l| l.as_ref().is_ok_and(String::is_empty)) {
+        lines.pop();
+    }
+    Ok(lines)
+}
+
+/// The output: a file, or stdout. Opened before the model loads, so a path that cannot be
+/// written fails at once; never the input file, which creating it would empty.
+fn open_output(a: &BatchArgs) -> Result<Box<dyn Write>> {
+    let Some(p) = &a.output else { return Ok(Box::new(std::io::stdout().lock())) };
+    let same = |x: &Path| std::fs::canonicalize(x).ok();
+    if p.exists() && same(p) == same(&a.input) {
+        anyhow::bail!("--output {} is the input file: the answers would overwrite the requests", p.display());
+    }
+    Ok(Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?))
+}
+
+/// Answers by input line, written in input order as soon as every earlier one is.
+struct Answers {
+    out: Box<dyn Write>,
+    /// The request lines (blank lines are none), in order, and how many are written.
+    lines: Vec<usize>,
+    written: usize,
+    done: BTreeMap<usize, serde_json::Value>,
+}
+
+impl Answers {
+    fn put(&mut self, line: usize, v: serde_json::Value) -> Result<()> {
+        self.done.insert(line, v);
+        while let Some(v) = self.lines.get(self.written).and_then(|i| self.done.remove(i)) {
+            writeln!(self.out, "{v}")?;
+            self.written += 1;
+        }
+        Ok(())
+    }
+
+    /// After a failure that ends the run: every line not yet written, its answer if it has one,
+    /// else the failure, so that no finished answer is lost.
+    fn close_after(&mut self, error: &anyhow::Error) -> Result<()> {
+        for &i in &self.lines[self.written..] {
+            let v = self.done.remove(&i).unwrap_or_else(|| json!({"index": i, "error": format!("not run: {error:#}")}));
+            writeln!(self.out, "{v}")?;
+        }
+        self.written = self.lines.len();
+        Ok(())
+    }
+}
+
 pub fn run(a: &BatchArgs) -> Result<()> {
-    let input = std::fs::File::open(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
-    let lines: Vec<String> = std::io::BufReader::new(input)
-        .lines()
-        .collect::<std::io::Result<_>>()
-        .with_context(|| format!("reading {}", a.input.display()))?;
-    let mut engine = Engine::load(&a.model.model_path()?, &a.model.engine_options())?;
-    let mut out: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let opts = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
+    let lines = read_lines(&a.input)?;
+    let out = open_output(a)?;
+    let mut opts = a.model.engine_options();
+    // Steps as large as asked for (the engine's buffers are sized for its largest step).
+    opts.forward.max_rows = opts.forward.max_rows.max(a.max_batch_tokens);
+    let mut engine = Engine::load(&a.model.model_path()?, &opts)?;
+    let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
     let tok = engine.tokenizer.take();
     let context = engine.forward.kv.opts.context as usize;
-    let mut batcher = Batcher::new(&mut engine, opts);
-    // Answers by index, written in input order as soon as every earlier one is written.
-    let mut done: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
+    let mut batcher = Batcher::new(&mut engine, batch);
+    let requests: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].as_ref().map_or(true, |l| !l.trim().is_empty())).collect();
+    let mut answers = Answers { out, lines: requests.clone(), written: 0, done: BTreeMap::new() };
     let mut prompts: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let mut ids: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let requests: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, _)| i).collect();
-    for &i in &requests {
-        match parse(&lines[i], i, a, tok.as_ref(), context) {
-            Ok(req) => {
-                prompts.insert(req.id, req.prompt_ids.clone());
-                batcher.submit(req);
-            }
-            Err(e) => {
-                eprintln!("{}: line {}: {e:#}", a.input.display(), i + 1);
-                done.insert(i, json!({"index": i, "error": format!("line {}: {e:#}", i + 1)}));
-            }
-        }
-    }
     let bar = indicatif::ProgressBar::new(requests.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} requests, {msg} [{elapsed}]")
             .expect("a valid template"),
     );
-    bar.inc(done.len() as u64);
-    let mut next = 0;
-    while !batcher.is_idle() {
-        for ev in batcher.step(&mut engine)? {
-            match ev {
-                SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),
-                SeqEvent::Finished(s) => {
-                    let got = ids.remove(&s.id).unwrap_or_default();
-                    let text = tok.as_ref().map(|t| t.decode(&got)).transpose()?.unwrap_or_default();
-                    done.insert(s.id as usize, answer(&s, &prompts[&s.id], &got, &text));
-                    bar.inc(1);
-                }
-                SeqEvent::Failed { id, error } => {
-                    eprintln!("{}: line {}: {error}", a.input.display(), id + 1);
-                    done.insert(id as usize, json!({"index": id, "error": error}));
-                    bar.inc(1);
+    let bad_line = |answers: &mut Answers, i: usize, error: String| {
+        eprintln!("{}: line {}: {error}", a.input.display(), i + 1);
+        bar.inc(1);
+        answers.put(i, json!({"index": i, "error": format!("line {}: {error}", i + 1)}))
+    };
+    for &i in &requests {
+        let parsed = lines[i].as_ref().map_err(|e| anyhow::anyhow!("{e}"));
+        match parsed.and_then(|l| parse(l, i, a, tok.as_ref(), context)) {
+            Ok(req) => {
+                prompts.insert(req.id, req.prompt_ids.clone());
+                batcher.submit(req);
+            }
+            Err(e) => bad_line(&mut answers, i, format!("{e:#}"))?,
+        }
+    }
+    let mut ids: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    let mut run_all = || -> Result<()> {
+        while !batcher.is_idle() {
+            for ev in batcher.step(&mut engine)? {
+                match ev {
+                    SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),
+                    SeqEvent::Finished(s) => {
+                        let got = ids.remove(&s.id).unwrap_or_default();
+                        let text = tok.as_ref().map(|t| t.decode(&got)).transpose()?.unwrap_or_default();
+                        answers.put(s.id as usize, answer(&s, &prompts[&s.id], &got, &text))?;
+                        bar.inc(1);
+                    }
+                    SeqEvent::Failed { id, error } => {
+                        // The batcher names the request by its id, here the line's index.
+                        let error = error.strip_prefix(&format!("request {id}: ")).unwrap_or(&error).to_string();
+                        bad_line(&mut answers, id as usize, error)?
+                    }
                 }
             }
+            bar.set_message(format!("{:.0} tok/s", batcher.metrics.summary().tokens_per_s));
         }
-        bar.set_message(format!("{:.0} tok/s", batcher.metrics.summary().tokens_per_s));
-        // Every answer up to the first missing one, in input order.
-        while let Some(v) = requests.get(next).and_then(|i| done.remove(i)) {
-            writeln!(out, "{v}")?;
-            next += 1;
-        }
+        Ok(())
+    };
+    if let Err(e) = run_all() {
+        bar.finish_and_clear();
+        answers.close_after(&e)?;
+        return Err(e);
     }
     bar.finish_and_clear();
-    // Lines that failed to parse after the last request that ran.
-    while let Some(v) = requests.get(next).and_then(|i| done.remove(i)) {
-        writeln!(out, "{v}")?;
-        next += 1;
-    }
     let s = batcher.metrics.summary();
     eprintln!(
         "{} requests, {} tokens in {:.1} s: {:.2} requests/s, {:.0} tok/s; TTFT P50 {:.0} ms, P99 {:.0} ms",

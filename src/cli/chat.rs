@@ -38,8 +38,16 @@ pub fn run(a: &ChatArgs) -> Result<()> {
     }
     loop {
         eprint!("> ");
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
+        let mut bytes = Vec::new();
+        if stdin.lock().read_until(b'\n', &mut bytes)? == 0 {
+            return Ok(());
+        }
+        // A line that is not UTF-8 (a terminal in another encoding) is refused; the chat goes on.
+        let Ok(line) = String::from_utf8(bytes) else {
+            eprintln!("error: that line is not UTF-8 text; the chat goes on");
+            continue;
+        };
+        if line.trim().is_empty() {
             return Ok(());
         }
         if line.trim() == "/reset" {
@@ -48,27 +56,31 @@ pub fn run(a: &ChatArgs) -> Result<()> {
             continue;
         }
         history.push(Message::new("user", line.trim_end()));
-        let req = Request {
-            prompt_ids: tok.encode_chat(&history)?,
-            max_tokens: a.max_tokens,
-            sampling: a.sampling.params(),
-            stop_at_eos: true,
-        };
         let mut stream = StreamDecoder::default();
-        let g = engine.generate(&req, |id| {
-            if let Ok(Some(piece)) = stream.push(&tok, id) {
-                let _ = out.write_all(piece.as_bytes());
-                let _ = out.flush();
-            }
-            true
-        });
-        match g {
-            Ok(g) => {
+        let mut turn = || -> Result<String> {
+            let req = Request {
+                prompt_ids: tok.encode_chat(&history)?,
+                max_tokens: a.max_tokens,
+                sampling: a.sampling.params(),
+                stop_at_eos: true,
+            };
+            let g = engine.generate(&req, |id| {
+                if let Ok(Some(piece)) = stream.push(&tok, id) {
+                    let _ = out.write_all(piece.as_bytes());
+                    let _ = out.flush();
+                }
+                true
+            })?;
+            tok.decode(&g.ids)
+        };
+        match turn() {
+            Ok(answer) => {
                 writeln!(out)?;
-                history.push(Message::new("assistant", &tok.decode(&g.ids)?));
+                history.push(Message::new("assistant", &answer));
             }
             Err(e) => {
-                // Keep the session: drop the turn that failed and say why.
+                // Keep the session (the template, the model or decoding failed): drop the
+                // turn that failed and say why.
                 history.pop();
                 eprintln!("error: {e:#}");
             }

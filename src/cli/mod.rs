@@ -21,7 +21,7 @@ use crate::gpu::GpuOptions;
 use crate::kv::{KvLayout, KvOptions, KvType};
 use crate::model::forward::ForwardOptions;
 use crate::ops::attention::DEFAULT_THRESHOLD;
-use crate::sampling::SamplingParams;
+use crate::sampling::{check_repetition_penalty, check_temperature, check_top_p, SamplingParams};
 
 /// Where `make model` puts the default model (SmolLM2-135M-Instruct).
 pub const DEFAULT_MODEL: &str = "assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -157,7 +157,7 @@ impl ModelArgs {
         EngineOptions {
             gpu: GpuOptions {
                 adapter: self.adapter,
-                memory_cap: self.gpu_memory.map(|mib| mib << 20),
+                memory_cap: self.gpu_memory.map(|mib| mib.saturating_mul(1 << 20)),
                 ..Default::default()
             },
             forward: ForwardOptions {
@@ -170,7 +170,7 @@ impl ModelArgs {
                     parallel: self.parallel,
                     block: self.kv_block,
                     blocks: None,
-                    memory: self.kv_memory.map(|mib| mib << 20),
+                    memory: self.kv_memory.map(|mib| mib.saturating_mul(1 << 20)),
                     sliding_window: self.sliding_window,
                     dtype: self.kv_type.kv_type(),
                 },
@@ -186,19 +186,24 @@ impl ModelArgs {
 #[derive(Args, Clone, Debug)]
 pub struct SamplingArgs {
     /// 0 = greedy.
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = 0.7, value_parser = float_arg(check_temperature))]
     pub temperature: f32,
     /// Keep the k most likely tokens (0 = all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
-    /// Keep the smallest set of tokens whose probability reaches p.
-    #[arg(long, default_value_t = 0.95)]
+    /// Keep the smallest set of tokens whose probability reaches p (0 < p <= 1).
+    #[arg(long, default_value_t = 0.95, value_parser = float_arg(check_top_p))]
     pub top_p: f32,
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = float_arg(check_repetition_penalty))]
     pub repetition_penalty: f32,
     /// Same seed, same output (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+}
+
+/// A float option checked by `check` (NaN, say, would pass a bare parse).
+fn float_arg(check: fn(f32) -> Result<f32, String>) -> impl Fn(&str) -> Result<f32, String> + Clone {
+    move |s| check(s.parse::<f32>().map_err(|e| format!("{s:?} is not a number: {e}"))?)
 }
 
 impl SamplingArgs {

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::sampling::SamplingParams;
+use crate::sampling::{check_repetition_penalty, check_top_p, SamplingParams};
 use crate::sched::{Priority, TokenLogprobs};
 use crate::tokenizer::{Message, TextTokenizer};
 
@@ -231,19 +231,14 @@ impl Body {
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::invalid("temperature", format!("temperature must be in [0, 2], got {temperature}")));
         }
-        let top_p = self.top_p.unwrap_or(1.0);
-        if !(top_p > 0.0 && top_p <= 1.0) {
-            return Err(ApiError::invalid("top_p", format!("top_p must be in (0, 1], got {top_p}")));
-        }
+        let top_p = check_top_p(self.top_p.unwrap_or(1.0)).map_err(|e| ApiError::invalid("top_p", e))?;
         // -1 (vLLM's spelling) and 0 both mean no limit.
         let top_k = match self.top_k.unwrap_or(0) {
             k if k < -1 => return Err(ApiError::invalid("top_k", format!("top_k must be -1, 0 or positive, got {k}"))),
             k => k.max(0) as usize,
         };
-        let repetition_penalty = self.repetition_penalty.unwrap_or(1.0);
-        if !(repetition_penalty > 0.0 && repetition_penalty.is_finite()) {
-            return Err(ApiError::invalid("repetition_penalty", "repetition_penalty must be positive"));
-        }
+        let repetition_penalty = check_repetition_penalty(self.repetition_penalty.unwrap_or(1.0))
+            .map_err(|e| ApiError::invalid("repetition_penalty", e))?;
         let max_tokens = match (self.max_tokens, self.max_completion_tokens) {
             (Some(a), Some(b)) if a != b => {
                 return Err(ApiError::invalid("max_tokens", "max_tokens and max_completion_tokens differ"))
