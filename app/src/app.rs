@@ -201,6 +201,19 @@ impl ConsoleApp {
         self.active = Some(id);
     }
 
+    /// A turn that failed leaves the history: its answer and its question, whose text goes
+    /// back into the input box (unless something new was typed), so that the next message
+    /// does not carry a request that failed (one past the context fails every time; two user
+    /// turns in a row break templates that want them alternating).
+    fn drop_failed_turn(&mut self) {
+        self.messages.pop();
+        if let Some(question) = self.messages.pop_if(|m| m.role == "user") {
+            if self.input.trim().is_empty() {
+                self.input = question.text;
+            }
+        }
+    }
+
     pub fn stop(&mut self) {
         if let Some(id) = self.active {
             self.worker.send(Command::Cancel(id));
@@ -257,9 +270,12 @@ impl ConsoleApp {
                         self.send();
                     }
                 }
-                Event::LoadFailed { error, .. } => {
+                Event::LoadFailed { error, unloaded, .. } => {
                     self.loading = None;
                     self.load_error = Some(error);
+                    if unloaded {
+                        self.model = None;
+                    }
                 }
                 Event::Started { .. } => {}
                 Event::Token { id, text, .. } => {
@@ -278,8 +294,8 @@ impl ConsoleApp {
                 Event::Failed { id, error } => {
                     if Some(id) == self.active {
                         self.active = None;
-                        self.messages.pop();
                         self.error = Some(error);
+                        self.drop_failed_turn();
                     }
                 }
                 Event::Metrics(m) => {

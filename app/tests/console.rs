@@ -88,3 +88,22 @@ fn a_bad_model_path_shows_an_error_and_the_old_model_keeps_working() {
     send(&mut h, "Still there?");
     wait_until(&mut h, "the old model answers", |a| a.active.is_none() && !a.finished.is_empty());
 }
+
+/// A turn that fails (a message past the 4096-token context) leaves the history, its text back
+/// in the input box: the next message is answered, not refused for carrying it along.
+#[test]
+fn a_failed_turn_leaves_the_history_and_the_chat_goes_on() {
+    let mut h = harness();
+    h.state_mut().sampling.temperature = 0.0;
+    // Sent without the button, which a text box of 25,000 characters pushes off the window.
+    let long = "word ".repeat(5000);
+    h.state_mut().input = long.clone();
+    h.state_mut().send();
+    wait_until(&mut h, "the turn fails", |a| a.active.is_none() && a.error.is_some());
+    assert!(h.state().messages.is_empty(), "the failed turn left the history");
+    assert_eq!(h.state().input, long.trim(), "its text is back in the input box");
+    send(&mut h, "Hello there");
+    wait_until(&mut h, "the answer finishes", |a| a.active.is_none() && !a.finished.is_empty());
+    assert!(h.state().error.is_none());
+    assert_eq!(h.state().messages.len(), 2);
+}

@@ -184,6 +184,9 @@ pub enum Event {
     LoadFailed {
         path: PathBuf,
         error: String,
+        /// The loaded model was dropped (a panic in a step, a lost device); otherwise a new load
+        /// failed and the model loaded before, if any, serves on.
+        unloaded: bool,
     },
     Started {
         id: u64,
@@ -341,7 +344,7 @@ impl EngineLoop {
                         self.model = Some((e, b));
                         self.emit(Event::Loaded { path, description, positions });
                     }
-                    Err(err) => self.emit(Event::LoadFailed { path, error: format!("{err:#}") }),
+                    Err(err) => self.emit(Event::LoadFailed { path, error: format!("{err:#}"), unloaded: false }),
                 }
                 self.send_metrics();
             }
@@ -445,7 +448,7 @@ impl EngineLoop {
         let Some(why) = self.model.as_ref().and_then(|(e, _)| e.gpu.lost()) else { return };
         if let Some((engine, _)) = self.model.take() {
             let error = format!("the GPU device was lost ({why}); the model was unloaded, load it again");
-            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error });
+            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error, unloaded: true });
         }
         self.send_metrics();
     }
@@ -461,7 +464,7 @@ impl EngineLoop {
                 self.streams.remove(&id);
                 self.emit(Event::Failed { id, error: error.clone() });
             }
-            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error });
+            self.emit(Event::LoadFailed { path: engine.model_path.clone(), error, unloaded: true });
         }
         self.send_metrics();
     }
