@@ -1,7 +1,8 @@
 // Embedding gather: x[t] = table[ids[t]] * SCALE for all tokens of the step (SCALE: Gemma's
-// sqrt(hidden), else 1); each workgroup copies a batch of WG_THREADS vec4s, which spans several
-// ids. A table split into row ranges (binding limits) is gathered by one dispatch per part: ids
-// outside [ROW_LO, ROW_HI) are skipped.
+// sqrt(hidden), else 1); the grid's y is the token, its x the row's vec4s, WG_THREADS a
+// workgroup (a 1-D grid of every token's vec4s passed 65535 workgroups at 12,484 rows of
+// Gemma 3 27B). A table split into row ranges (binding limits) is gathered by one dispatch per
+// part: ids outside [ROW_LO, ROW_HI) are skipped.
 // Rows are read through lib/weight_rows' w_elem: the table is stored as the weight matrices are
 // (grouped by rows on CPU adapters; where tied, it is the LM head).
 // Constants: K (the row width), ROW_LO, ROW_HI, WG_THREADS, SCALE; N (ROW_HI - ROW_LO) and
@@ -13,13 +14,13 @@
 
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    let t = i / (K / 4u);
-    if (t >= step.n_tokens) {
+    let t = gid.y;
+    let e = gid.x;
+    if (t >= step.n_tokens || e >= K / 4u) {
         return;
     }
     let id = ids[t];
     if (id >= ROW_LO && id < ROW_HI) {
-        x[i] = w_load4(w_elem(id - ROW_LO, (i % (K / 4u)) * 4u)) * SCALE;
+        x[t * (K / 4u) + e] = w_load4(w_elem(id - ROW_LO, e * 4u)) * SCALE;
     }
 }

@@ -92,15 +92,24 @@ impl Default for KvOptions {
 impl KvOptions {
     /// (positions per block, blocks in the memory, most blocks one sequence holds), for a
     /// model whose K and V of one position take `position_bytes` over all layers.
-    fn geometry(&self, position_bytes: u64) -> (u32, u32, u32) {
-        match self.layout {
+    fn geometry(&self, position_bytes: u64) -> Result<(u32, u32, u32)> {
+        Ok(match self.layout {
             KvLayout::Ring => (self.context, self.parallel, 1),
             KvLayout::Paged => {
                 let per_seq = self.context.div_ceil(self.block);
-                let from_memory = self.memory.map(|m| (m / (position_bytes * u64::from(self.block))) as u32);
-                (self.block, self.blocks.or(from_memory).unwrap_or(per_seq * self.parallel), per_seq)
+                let blocks = match (self.blocks, self.memory) {
+                    (Some(b), _) => u64::from(b),
+                    (None, Some(m)) => m / (position_bytes * u64::from(self.block)),
+                    (None, None) => u64::from(per_seq) * u64::from(self.parallel),
+                };
+                let blocks = u32::try_from(blocks).map_err(|_| {
+                    anyhow::anyhow!(
+                        "a KV pool of {blocks} blocks is too large (lower --kv-memory, --parallel or --context)"
+                    )
+                })?;
+                (self.block, blocks, per_seq)
             }
-        }
+        })
     }
 }
 
@@ -129,7 +138,7 @@ impl KvCache {
             "a sliding window needs --kv ring (each sequence's positions wrap in its own slot)"
         );
         let value = opts.dtype.bytes();
-        let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * value * n_layers as u64);
+        let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * value * n_layers as u64)?;
         ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
         let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * value;
         if bytes > gpu.caps.max_binding {
@@ -269,4 +278,20 @@ pub struct Placement {
     pub start_pos: u32,
     /// Oldest position the sequence holds once the step's tokens are written.
     pub kv_lo: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_past_u32_blocks_is_an_error_not_a_wrap() {
+        let paged = KvOptions { layout: KvLayout::Paged, context: 1 << 20, parallel: 1 << 20, ..Default::default() };
+        let e = paged.geometry(1024).unwrap_err();
+        assert!(format!("{e}").contains("too large"), "{e}");
+        let from_memory = KvOptions { memory: Some(u64::MAX), ..paged };
+        assert!(from_memory.geometry(1).is_err());
+        let fits = KvOptions { parallel: 4, ..paged };
+        assert_eq!(fits.geometry(1024).unwrap(), (16, 4 << 16, 1 << 16));
+    }
 }

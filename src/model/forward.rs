@@ -163,23 +163,27 @@ pub struct Forward {
     pub last_launches: usize,
 }
 
+/// The most rows a step may have: a grid dimension's workgroups.
+const MAX_GRID_ROWS: u32 = 65535;
+
 impl Forward {
     pub fn new(gpu: &Gpu, cfg: ModelConfig, weights: Weights, opts: &ForwardOptions) -> Result<Forward> {
-        if opts.max_rows == 0 {
-            bail!("the chunk size must be positive");
+        // Kernels take a step's rows as one dimension of their grid (at most 65535).
+        if !(1..=MAX_GRID_ROWS).contains(&opts.max_rows) {
+            bail!("steps of {} rows: the step size (--max-batch-tokens) must be 1 to {MAX_GRID_ROWS}", opts.max_rows);
         }
         let (d, qn) = (cfg.hidden as u64, (cfg.heads * cfg.head_dim) as u64);
         let rows = u64::from(opts.max_rows);
         let heads =
             HeadShape { n_heads: cfg.heads as u32, n_kv_heads: cfg.kv_heads as u32, head_dim: cfg.head_dim as u32 };
         let kv = KvCache::new(gpu, cfg.layers, heads.kv_dim(), opts.kv)?;
-        // One output per sequence at most.
-        let max_outs = opts.kv.parallel;
+        // One output per sequence at most, and per row.
+        let max_outs = opts.kv.parallel.min(opts.max_rows);
         let plan = Plan::new(
             gpu,
             PlanLayout {
                 max_rows: opts.max_rows,
-                max_seqs: opts.kv.parallel,
+                max_seqs: opts.kv.parallel.min(opts.max_rows),
                 max_outs,
                 max_blocks: kv.max_blocks,
                 block: kv.block,

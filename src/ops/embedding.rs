@@ -52,7 +52,7 @@ impl Embedding {
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         for p in &self.parts {
-            p.record(pass, [groups(rows * self.d / 4, WG_THREADS), 1, 1]);
+            p.record(pass, [groups(self.d / 4, WG_THREADS), rows, 1]);
         }
     }
 }

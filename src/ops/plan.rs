@@ -58,6 +58,9 @@ impl PlanLayout {
     }
 }
 
+/// Block-table entries a plan holds at most (64 MiB of them).
+const MAX_TABLE_WORDS: u64 = 1 << 24;
+
 /// One row (token) of a step: which of the step's sequences, at which absolute position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanRow {
@@ -85,6 +88,14 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(gpu: &Gpu, layout: PlanLayout) -> Result<Plan> {
+        // The block tables (every sequence's longest) dominate; in u64, as u32 offsets would wrap.
+        let tables = u64::from(layout.max_seqs) * u64::from(layout.max_blocks);
+        ensure!(
+            tables <= MAX_TABLE_WORDS,
+            "{} sequences of up to {} KV blocks: too many block-table entries for one step (lower --parallel or --context, or raise --kv-block)",
+            layout.max_seqs,
+            layout.max_blocks
+        );
         let buffer = gpu.storage("plan", u64::from(layout.words()) * 4)?;
         Ok(Plan { layout, buffer, tiles: 0, words: vec![0; layout.words() as usize] })
     }
