@@ -12,7 +12,7 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::model::config::read_config;
 use wginfer::model::folder::ModelFolder;
 use wginfer::ops::linear::{GemvShape, LinearConfig};
-use wginfer::ops::tune::{gemv_key, load, store, GemvTable, WGPU_VERSION};
+use wginfer::ops::tune::{check_store, gemv_key, load, store, GemvTable, WGPU_VERSION};
 use wginfer::ops::WeightType;
 
 fn adapter(name: &str) -> wgpu::AdapterInfo {
@@ -88,6 +88,13 @@ fn bad_cache_files_name_the_file() {
     store(&dir.path().join("ok.json"), &a, &table(3)).unwrap();
     let e = format!("{:#}", load(&dir.path().join("ok.json"), &a).unwrap_err());
     assert!(e.contains("ok.json") && e.contains("896x4864 f16") && e.contains("invalid"), "{e}");
+    // `tune` checks the cache before timing anything: the corrupt file, and a folder that is a
+    // file; a new file in a writable folder passes and leaves nothing behind.
+    assert!(format!("{:#}", check_store(&path).unwrap_err()).contains("not a valid cache file"));
+    assert!(check_store(&path.join("tune.json")).is_err());
+    let fresh = dir.path().join("new").join("tune.json");
+    check_store(&fresh).unwrap();
+    assert!(!fresh.exists() && std::fs::read_dir(dir.path().join("new")).unwrap().next().is_none());
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub fn run(a: &TuneArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => tune::default_path().context("no cache path: set WGINFER_TUNE_CACHE or HOME, or give --cache")?,
     };
+    tune::check_store(&path)?;
     let opts = EngineOptions {
         gpu: GpuOptions { adapter: a.adapter, ..Default::default() },
         forward: ForwardOptions { kv: KvOptions { context: 64, ..Default::default() }, ..Default::default() },

@@ -85,6 +85,19 @@ fn read(path: &Path) -> Result<CacheFile> {
     })
 }
 
+/// Whether `store` will be able to update the cache at `path`, checked before a tune spends
+/// minutes timing: a file there must parse, and its folder must take a new file.
+pub fn check_store(path: &Path) -> Result<()> {
+    if path.exists() {
+        read(path)?;
+    }
+    let mut probe = path.as_os_str().to_owned();
+    probe.push(".probe");
+    let probe = std::path::PathBuf::from(probe);
+    write_replacing(&probe, b"").with_context(|| format!("the tune cache {} cannot be written", path.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("removing {}", probe.display()))
+}
+
 /// This adapter's table from the cache at `path`; `None` if the file or the entry is absent.
 pub fn load(path: &Path, info: &wgpu::AdapterInfo) -> Result<Option<GemvTable>> {
     if !path.exists() {
