@@ -73,10 +73,14 @@ fn controls(app: &mut ConsoleApp, ui: &mut egui::Ui) {
     ui.add(egui::TextEdit::multiline(&mut app.system).desired_rows(3));
     ui.separator();
     ui.heading("Sampling");
-    ui.add(egui::Slider::new(&mut app.sampling.temperature, 0.0..=2.0).text("temperature"));
-    ui.add(egui::Slider::new(&mut app.sampling.top_p, 0.05..=1.0).text("top-p"));
-    ui.add(egui::Slider::new(&mut app.sampling.top_k, 0..=200).text("top-k"));
-    ui.add(egui::Slider::new(&mut app.max_tokens, 1..=2048).text("max tokens"));
+    // The ranges reach the values given on the command line, which a slider would clamp.
+    let s = &app.sampling;
+    let (t_max, p_min, k_max) = (s.temperature.max(2.0), s.top_p.min(0.05), s.top_k.max(200));
+    let tokens_max = app.max_tokens.max(2048);
+    ui.add(egui::Slider::new(&mut app.sampling.temperature, 0.0..=t_max).text("temperature"));
+    ui.add(egui::Slider::new(&mut app.sampling.top_p, p_min..=1.0).text("top-p"));
+    ui.add(egui::Slider::new(&mut app.sampling.top_k, 0..=k_max).text("top-k"));
+    ui.add(egui::Slider::new(&mut app.max_tokens, 1..=tokens_max).text("max tokens"));
     ui.horizontal(|ui| {
         ui.label("seed");
         ui.add(egui::DragValue::new(&mut app.sampling.seed));
