@@ -41,7 +41,7 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Print the GPU adapters, the chosen one's features and limits, and optionally a model.
     Info(info::InfoArgs),
-    /// Measure kernels on this adapter (GPU timestamps).
+    /// Benchmarks: kernels (GPU timestamps), a whole model's speed, the batch-size sweep, a soak.
     Bench(bench::BenchArgs),
     /// Find the fastest GEMV shapes for a model's weights on this adapter and cache them.
     Tune(tune::TuneArgs),
