@@ -4,6 +4,7 @@ fuzz/corpus-seeds/<target>/ (ignored by git; the fixtures are the source). Stand
 
     python3 scripts/fuzz_seeds.py [OUT_DIR]
 """
+import base64
 import json
 import random
 import struct
@@ -152,8 +153,21 @@ def tiny_gguf(arch, tok, tc, tensors, rng, rope_freqs):
     return head + bytes(-len(head) % 32) + data
 
 
+def precompiled_tokenizer():
+    """llama-f32's tokenizer.json with a Precompiled normalizer: SentencePiece's charsmap, a
+    trie (units 257..=511 the root's children; "a" at 256 ^ 97 with a leaf) mapping "a" to "b",
+    for the checks of src/tokenizer/charsmap.rs."""
+    units = [0] * 512
+    units[0], units[353] = 256 << 10, (1 << 10) | (1 << 8) | 97
+    charsmap = struct.pack("<I", 4 * len(units)) + b"".join(struct.pack("<I", u) for u in units) + b"b\0"
+    tok = json.loads((FIX / "llama-f32" / "tokenizer.json").read_text())
+    tok["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()}
+    return json.dumps(tok).encode()
+
+
 def main():
     rng = random.Random(13)
+    write("tokenizer_json", "precompiled", precompiled_tokenizer() + b"\0{}")
     for d in hf_dirs():
         config = json.loads((d / "config.json").read_text())
         tok = json.loads((d / "tokenizer.json").read_text())
