@@ -2,7 +2,7 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover | split
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover | split | ab
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
 set -uo pipefail
@@ -91,6 +91,19 @@ for phase in "$@"; do
         run split env WGINFER_ATTN_SPLIT=1 "$bin" bench e2e --synthetic llama-3.2-1b --json --type f16 --prefill 512 \
             --decode 128 --runs 3 --depth 0,4096
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split)" >&2; exit 2 ;;
+    ab)
+        # A candidate (target/release/wginfer, e.g. built from a branch) against a baseline
+        # (target/release/wginfer-old, built from main), alternating so that drift hits both:
+        # decode at depths 0 and 4096 with prefill 512, then the batch-size sweep.
+        old=./target/release/wginfer-old
+        for b in "$old" "$bin" "$old" "$bin"; do
+            run ab "$b" bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 --runs 3 \
+                --depth 0,4096
+        done
+        for b in "$old" "$bin"; do
+            run ab "$b" bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64
+        done
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split, ab)" >&2; exit 2 ;;
     esac
 done
