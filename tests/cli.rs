@@ -345,3 +345,26 @@ fn batch_runs_a_file_of_requests_in_input_order() {
     assert_eq!(chat["prompt_ids"], golden["chat"]["ids"], "the chat template");
     assert_eq!(chat["tokens"], 4);
 }
+
+/// Streamed text ends as the whole decode does: the tail a stream holds back (ids ending inside
+/// a character: the fixture's random weights produce byte tokens) is printed at the end.
+#[test]
+fn streamed_generate_prints_what_json_reports() {
+    let model = fixture("llama-f32");
+    let run = |n: usize, json: bool| {
+        let args = ["generate", "--model", model.to_str().unwrap(), "--prompt", "Hello", "--temperature", "0"];
+        let mut c = wginfer();
+        c.args(args).args(["--max-tokens", &n.to_string()]);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for n in 1..=8 {
+        let v: serde_json::Value = serde_json::from_str(&run(n, true)).unwrap();
+        let streamed = run(n, false);
+        assert_eq!(streamed.strip_suffix('\n').unwrap(), v["text"].as_str().unwrap(), "{n} tokens");
+    }
+}

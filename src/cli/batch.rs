@@ -163,7 +163,8 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut engine = Engine::load(&a.model.model_path()?, &opts)?;
     let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
     let tok = engine.tokenizer.take();
-    let context = engine.forward.kv.opts.context as usize;
+    // What one sequence may hold (--truncate's bound): the context, or a smaller paged pool.
+    let context = engine.forward.kv.sequence_positions() as usize;
     let mut batcher = Batcher::new(&mut engine, batch);
     let requests: Vec<usize> =
         (0..lines.len()).filter(|&i| lines[i].as_ref().map_or(true, |l| !l.trim().is_empty())).collect();

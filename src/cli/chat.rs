@@ -71,6 +71,8 @@ pub fn run(a: &ChatArgs) -> Result<()> {
                 }
                 true
             })?;
+            // The tail the stream held back (a character its last ids left unfinished).
+            let _ = out.write_all(std::mem::take(&mut stream).finish(&tok)?.as_bytes());
             tok.decode(&g.ids)
         };
         match turn() {

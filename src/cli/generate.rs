@@ -65,7 +65,8 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
         }
         (None, None) => bail!("give --prompt TEXT or --prompt-ids 1,2,3"),
     };
-    let context = engine.forward.kv.opts.context as usize;
+    // What one sequence may hold: the context, or a smaller paged pool.
+    let context = engine.forward.kv.sequence_positions() as usize;
     Truncate::apply(a.truncate, &mut prompt_ids, context, a.max_tokens, "the prompt");
     let req = Request {
         prompt_ids: prompt_ids.clone(),
@@ -107,6 +108,10 @@ pub fn run(a: &GenerateArgs) -> Result<()> {
     } else if tok.is_none() {
         writeln!(out, "{:?}", g.ids)?;
     } else {
+        // The tail the stream held back (a character its last ids left unfinished).
+        if let Some(t) = &tok {
+            write!(out, "{}", stream.finish(t)?)?;
+        }
         writeln!(out)?;
         eprintln!(
             "[{} prompt tokens, TTFT {:.1} ms, prefill {:.0} tok/s, decode {:.1} tok/s, finish {:?}]",
