@@ -113,6 +113,28 @@ fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
     }
 }
 
+/// A 40-slot sliding-window ring, a 30-token prompt, a generation stopped at its 11th token:
+/// the step queued behind that token (position 40) wrote slot 0, position 0's, before it was
+/// taken back. A next prompt sharing the first tokens must not reuse the cache (it did, and
+/// attended to the overwritten slot): its logits are those of a fresh engine.
+#[test]
+fn a_step_taken_back_at_the_ring_s_end_is_not_reused() {
+    let mut e = ring(40, true);
+    let req = request(30, 20, SamplingParams::default());
+    let mut n = 0;
+    let g = e
+        .generate(&req, |_| {
+            n += 1;
+            n < 11
+        })
+        .unwrap();
+    assert_eq!((g.finish, g.ids.len()), (Finish::Stopped, 11));
+    let next: Vec<u32> = req.prompt_ids[..5].iter().copied().chain([7, 8, 9]).collect();
+    let got = e.prompt_logits(&next).unwrap();
+    let want = ring(40, true).prompt_logits(&next).unwrap();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn decode_crossing_the_attention_threshold_matches_the_reference() {
     // Contexts of 248..=271 positions around a threshold of 256: decode starts on the plain

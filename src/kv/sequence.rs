@@ -8,6 +8,9 @@ pub struct SeqKv {
     /// Positions written so far (the next token's position); positions keep counting (RoPE)
     /// when a ring wraps.
     len: u32,
+    /// The most positions ever written since the last reset or truncation, taken-back ones
+    /// included: a step taken back at position `context` of a ring has overwritten slot 0.
+    written: u32,
     /// Leading blocks indexed by their prefix (paged), and the key of the last one.
     pub(super) indexed: u32,
     pub(super) prefix_key: u64,
@@ -26,6 +29,7 @@ impl SeqKv {
     /// Records `n` positions as written (after `KvCache::grow` made room for them).
     pub fn advance(&mut self, n: u32) {
         self.len += n;
+        self.written = self.written.max(self.len);
     }
 
     /// Takes back the last `n` positions (a step queued for a token that ended the generation);
@@ -37,15 +41,18 @@ impl SeqKv {
     /// Forgets every position; the blocks stay held.
     pub fn reset(&mut self) {
         self.len = 0;
+        self.written = 0;
         self.indexed = 0;
         self.prefix_key = 0;
     }
 
     /// Keeps the first `pos` positions (a shared chat prefix), if they are still held: a
-    /// wrapped ring (`len` past `context`) has overwritten them, so it starts over.
+    /// ring that has wrapped (positions past `context` written, even by a step taken back)
+    /// has overwritten them, so it starts over.
     pub fn truncate(&mut self, pos: u32, context: u32) {
         if pos < self.len {
-            self.len = if self.len <= context { pos } else { 0 };
+            self.len = if self.written <= context { pos } else { 0 };
+            self.written = self.len;
         }
     }
 }
