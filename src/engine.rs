@@ -229,7 +229,13 @@ impl Engine {
     /// `prompt_logits` as a future (a page awaits its read-backs; see `Gpu::map_read_after`).
     pub async fn prompt_logits_async(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
         let (pending, _) = self.prefill(prompt, Choice::Logits).await?;
-        let out = self.forward.finish_async(&self.gpu, pending).await?;
+        let out = match self.forward.finish_async(&self.gpu, pending).await {
+            Ok(out) => out,
+            Err(e) => {
+                self.reset();
+                return Err(e);
+            }
+        };
         Ok(out.logits.into_iter().next().flatten().unwrap_or_default())
     }
 
@@ -251,12 +257,22 @@ impl Engine {
     }
 
     /// `generate_observed` as a future (a page awaits its read-backs; see
-    /// `Gpu::map_read_after`).
+    /// `Gpu::map_read_after`). Where a step fails, the cache starts over: what its positions
+    /// hold is unknown (and the next call works, its steps dropped unfinished no longer
+    /// counted as queued).
     pub async fn generate_observed_async(
         &mut self,
         req: &Request,
-        mut on_token: impl FnMut(u32, &Forward) -> bool,
+        on_token: impl FnMut(u32, &Forward) -> bool,
     ) -> Result<Generation> {
+        let g = self.decode(req, on_token).await;
+        if g.is_err() {
+            self.reset();
+        }
+        g
+    }
+
+    async fn decode(&mut self, req: &Request, mut on_token: impl FnMut(u32, &Forward) -> bool) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
         let choice = |step: u32| choice_for(&req.sampling, step);
         let eos = self.eos_ids();

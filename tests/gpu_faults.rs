@@ -5,7 +5,7 @@
 mod support;
 
 use support::{fixture, seq_request};
-use wginfer::engine::{Engine, EngineOptions};
+use wginfer::engine::{Engine, EngineOptions, Request};
 use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent};
@@ -48,6 +48,40 @@ fn validation_errors_are_errors() {
     // Reported once: the device goes on working.
     gpu.check().unwrap();
     gpu.storage("fine", 64).unwrap();
+}
+
+/// A step that fails (here a validation error raised outside any scope while a generation
+/// runs, reported at the step's wait) fails its generation; the engine then generates again
+/// as a fresh one does, pipelined steps and all. (Its queued step, dropped unfinished, was
+/// counted as queued for good: every later step failed with "a step is already queued".)
+#[test]
+fn a_failed_step_leaves_the_engine_working() {
+    let mut e = Engine::load(&fixture("llama-f32"), &EngineOptions::default()).unwrap();
+    let req =
+        Request { prompt_ids: vec![5, 6, 7], max_tokens: 12, sampling: SamplingParams::default(), stop_at_eos: false };
+    let want = e.generate(&req, |_| true).unwrap().ids;
+    e.reset();
+    let device = e.gpu.device.clone();
+    let mut n = 0;
+    let failed = e.generate(&req, |_| {
+        n += 1;
+        if n == 4 {
+            let _ = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("unscoped"),
+                size: 64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            });
+        }
+        true
+    });
+    assert!(format!("{:#}", failed.unwrap_err()).starts_with("GPU error"));
+    assert_eq!(e.forward.steps_in_flight(), 0);
+    assert_eq!(e.generate(&req, |_| true).unwrap().ids, want);
+    assert_eq!(
+        e.prompt_logits(&[5, 6]).unwrap(),
+        Engine::load(&fixture("llama-f32"), &EngineOptions::default()).unwrap().prompt_logits(&[5, 6]).unwrap()
+    );
 }
 
 /// A device destroyed while requests run: the next step is an error saying the device was lost

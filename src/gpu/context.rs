@@ -390,11 +390,18 @@ impl Gpu {
         submission: Option<wgpu::SubmissionIndex>,
     ) -> Result<Vec<u8>> {
         let slice = buf.slice(0..size);
-        let (tx, rx) = futures_channel::oneshot::channel();
+        let (tx, mut rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.wait_for(submission).await?;
+        if let Err(e) = self.wait_for(submission).await {
+            // The step failed, but the buffer may be mapped already: unmapped, or every later
+            // copy into it would fail validation.
+            if let Ok(Some(Ok(()))) = rx.try_recv() {
+                buf.unmap();
+            }
+            return Err(e);
+        }
         rx.await
             .map_err(|_| anyhow!("buffer map callback never ran"))?
             .map_err(|e| anyhow!("mapping a read-back buffer failed: {e}"))?;

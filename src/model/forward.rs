@@ -106,6 +106,9 @@ pub struct PendingStep {
     slot: usize,
     /// Per output row: whether its logits come back.
     logits: Vec<bool>,
+    /// Counts the step in flight while it lives (`Forward::steps_in_flight`): a step dropped
+    /// unfinished (a caller returning on an error) stops counting.
+    _in_flight: std::sync::Arc<()>,
 }
 
 pub struct StepOutput {
@@ -139,7 +142,8 @@ pub struct Forward {
     /// One per step in flight (at most two: `submit` queues a step behind the running one).
     id_staging: [wgpu::Buffer; 2],
     next_slot: usize,
-    in_flight: usize,
+    /// Shared with each `PendingStep` alive.
+    in_flight: std::sync::Arc<()>,
     logits_staging: wgpu::Buffer,
     embed: Embedding,
     layers: Vec<LayerOps>,
@@ -278,7 +282,7 @@ impl Forward {
             chosen,
             id_staging,
             next_slot: 0,
-            in_flight: 0,
+            in_flight: std::sync::Arc::new(()),
             logits_staging,
             max_rows: opts.max_rows,
             max_outs,
@@ -295,6 +299,11 @@ impl Forward {
     }
 
     /// Most rows one step runs.
+    /// Steps submitted and not yet finished or dropped.
+    pub fn steps_in_flight(&self) -> usize {
+        std::sync::Arc::strong_count(&self.in_flight) - 1
+    }
+
     pub fn max_rows(&self) -> u32 {
         self.max_rows
     }
@@ -313,7 +322,8 @@ impl Forward {
     pub fn submit(&mut self, gpu: &Gpu, batch: &Batch) -> Result<PendingStep> {
         // One logits read-back buffer: a step bringing logits back queues behind nothing.
         let logits_back = batch.outs.iter().any(|o| o.choice == Choice::Logits);
-        if self.in_flight >= 2 || (self.in_flight == 1 && (self.profiling() || logits_back)) {
+        let in_flight = self.steps_in_flight();
+        if in_flight >= 2 || (in_flight == 1 && (self.profiling() || logits_back)) {
             bail!("a step is already queued (a bug in the caller)");
         }
         let n = batch.n_rows();
@@ -431,8 +441,7 @@ impl Forward {
         }
         let submission = gpu.queue.submit([enc.finish()]);
         self.next_slot ^= 1;
-        self.in_flight += 1;
-        Ok(PendingStep { submission, slot, logits })
+        Ok(PendingStep { submission, slot, logits, _in_flight: self.in_flight.clone() })
     }
 
     /// Waits for a submitted step (and not for one queued behind it) and reads its result.
@@ -443,7 +452,6 @@ impl Forward {
 
     /// `finish` as a future: what a page awaits (see `Gpu::map_read_after`).
     pub async fn finish_async(&mut self, gpu: &Gpu, p: PendingStep) -> Result<StepOutput> {
-        self.in_flight = self.in_flight.saturating_sub(1);
         let n_out = p.logits.len();
         let ids = match n_out {
             0 => {
