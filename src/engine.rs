@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use crate::gpu::{Gpu, GpuOptions};
 use crate::kv::SeqKv;
 use crate::model::folder::ModelFolder;
-use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep};
+use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep, StepOutput};
 use crate::ops::plan::{PlanRow, PlanSeq};
 use crate::ops::sample::SampleParams;
 use crate::sampling::{Sampler, SamplingParams};
@@ -167,6 +167,7 @@ impl Engine {
 
     /// Queues the stream's next `ids` (prompt rows from the host, or the one id the previous
     /// step chose when `ids` is empty), with an output for the last row if `choice` says how.
+    /// Where that fails, the stream starts over.
     fn submit(&mut self, ids: &[u32], choice: Option<Choice>) -> Result<PendingStep> {
         let n = ids.len().max(1) as u32;
         self.stream()?;
@@ -176,11 +177,27 @@ impl Engine {
         let seqs = [PlanSeq { kv_lo: place.kv_lo, blocks: &seq.blocks }];
         let out = choice.map(|choice| Out { row: n - 1, choice });
         let batch = Batch { chosen: u32::from(ids.is_empty()), ids, rows: &rows, seqs: &seqs, outs: out.as_slice() };
-        let pending = self.forward.submit(&self.gpu, &batch);
-        if pending.is_ok() {
-            seq.advance(n);
+        match self.forward.submit(&self.gpu, &batch) {
+            Ok(p) => {
+                seq.advance(n);
+                Ok(p)
+            }
+            Err(e) => {
+                self.reset();
+                Err(e)
+            }
         }
-        pending
+    }
+
+    /// Waits for a step of the stream. Where it failed, what the cache's positions hold is
+    /// unknown: the stream starts over (a step queued behind it, dropped by the caller, stops
+    /// counting as in flight).
+    async fn finish(&mut self, step: PendingStep) -> Result<StepOutput> {
+        let out = self.forward.finish_async(&self.gpu, step).await;
+        if out.is_err() {
+            self.reset();
+        }
+        out
     }
 
     /// Runs the prompt, reusing the longest cached prefix; at least one token always runs.
@@ -203,18 +220,11 @@ impl Engine {
         let mut pending = None;
         for (i, chunk) in chunks.iter().enumerate() {
             // Only the last chunk's last row produces a token.
-            let step = self.submit(chunk, (i + 1 == chunks.len()).then_some(choice));
-            let step = match step {
-                Ok(p) => p,
-                Err(e) => {
-                    self.reset();
-                    return Err(e);
-                }
-            };
+            let step = self.submit(chunk, (i + 1 == chunks.len()).then_some(choice))?;
             self.cached.extend_from_slice(chunk);
             match i + 1 == chunks.len() {
                 true => pending = Some(step),
-                false => drop(self.forward.finish_async(&self.gpu, step).await?),
+                false => drop(self.finish(step).await?),
             }
         }
         Ok((pending.expect("a prompt has a chunk"), rest.len()))
@@ -229,13 +239,7 @@ impl Engine {
     /// `prompt_logits` as a future (a page awaits its read-backs; see `Gpu::map_read_after`).
     pub async fn prompt_logits_async(&mut self, prompt: &[u32]) -> Result<Vec<f32>> {
         let (pending, _) = self.prefill(prompt, Choice::Logits).await?;
-        let out = match self.forward.finish_async(&self.gpu, pending).await {
-            Ok(out) => out,
-            Err(e) => {
-                self.reset();
-                return Err(e);
-            }
-        };
+        let out = self.finish(pending).await?;
         Ok(out.logits.into_iter().next().flatten().unwrap_or_default())
     }
 
@@ -257,22 +261,12 @@ impl Engine {
     }
 
     /// `generate_observed` as a future (a page awaits its read-backs; see
-    /// `Gpu::map_read_after`). Where a step fails, the cache starts over: what its positions
-    /// hold is unknown (and the next call works, its steps dropped unfinished no longer
-    /// counted as queued).
+    /// `Gpu::map_read_after`).
     pub async fn generate_observed_async(
         &mut self,
         req: &Request,
-        on_token: impl FnMut(u32, &Forward) -> bool,
+        mut on_token: impl FnMut(u32, &Forward) -> bool,
     ) -> Result<Generation> {
-        let g = self.decode(req, on_token).await;
-        if g.is_err() {
-            self.reset();
-        }
-        g
-    }
-
-    async fn decode(&mut self, req: &Request, mut on_token: impl FnMut(u32, &Forward) -> bool) -> Result<Generation> {
         let mut sampler = Sampler::new(req.sampling.clone());
         let choice = |step: u32| choice_for(&req.sampling, step);
         let eos = self.eos_ids();
@@ -283,7 +277,7 @@ impl Engine {
         let mut queued: Option<PendingStep> = None;
         let t0 = Instant::now();
         let (pending, prefill_tokens) = self.prefill(&req.prompt_ids, choice(0)).await?;
-        let mut out = self.forward.finish_async(&self.gpu, pending).await?;
+        let mut out = self.finish(pending).await?;
         let ttft = t0.elapsed().as_secs_f64();
         let mut seen = req.prompt_ids.clone();
         let mut ids = Vec::new();
@@ -320,12 +314,12 @@ impl Engine {
             if pipelined && ids.len() + 1 < req.max_tokens && fits(self) {
                 queued = Some(self.submit(&[], Some(choice(ids.len() as u32 + 1)))?);
             }
-            out = self.forward.finish_async(&self.gpu, current).await?;
+            out = self.finish(current).await?;
         };
         // A step queued for the token that ended the generation: its position is taken back,
         // as if it had never run.
         if let Some(p) = queued {
-            self.forward.finish_async(&self.gpu, p).await?;
+            self.finish(p).await?;
             if let Some(seq) = self.seq.as_mut() {
                 seq.retreat(1);
             }
