@@ -33,6 +33,14 @@ impl SamplingParams {
     pub fn is_greedy(&self) -> bool {
         !self.draws() && self.repetition_penalty == 1.0
     }
+
+    /// The first setting out of its range.
+    pub fn check(&self) -> Result<(), String> {
+        check_temperature(self.temperature)?;
+        check_top_p(self.top_p)?;
+        check_repetition_penalty(self.repetition_penalty)?;
+        Ok(())
+    }
 }
 
 /// Each setting's range, checked where it enters (command-line options, batch lines, the
@@ -55,16 +63,6 @@ pub fn check_repetition_penalty(r: f32) -> Result<f32, String> {
     match r.is_finite() && r > 0.0 {
         true => Ok(r),
         false => Err(format!("repetition_penalty must be positive, got {r}")),
-    }
-}
-
-impl SamplingParams {
-    /// The first setting out of its range.
-    pub fn check(&self) -> Result<(), String> {
-        check_temperature(self.temperature)?;
-        check_top_p(self.top_p)?;
-        check_repetition_penalty(self.repetition_penalty)?;
-        Ok(())
     }
 }
 

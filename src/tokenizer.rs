@@ -114,15 +114,14 @@ impl TextTokenizer {
         use crate::model::gguf::Meta;
         let (inner, bos_token, eos_token) =
             crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
-        let id = |key: &str| g.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok());
         let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true)));
         Ok(TextTokenizer {
             inner,
             chat_template: g.str("tokenizer.chat_template").map(str::to_string),
             bos_token,
             eos_token,
-            eos_ids: id("tokenizer.ggml.eos_token_id").into_iter().collect(),
-            bos_prefix: if add_bos { id("tokenizer.ggml.bos_token_id") } else { None },
+            eos_ids: g.token_id("tokenizer.ggml.eos_token_id").into_iter().collect(),
+            bos_prefix: if add_bos { g.token_id("tokenizer.ggml.bos_token_id") } else { None },
         })
     }
 

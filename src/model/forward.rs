@@ -298,12 +298,12 @@ impl Forward {
         self.profiler.is_some()
     }
 
-    /// Most rows one step runs.
     /// Steps submitted and not yet finished or dropped.
     pub fn steps_in_flight(&self) -> usize {
         std::sync::Arc::strong_count(&self.in_flight) - 1
     }
 
+    /// Most rows one step runs.
     pub fn max_rows(&self) -> u32 {
         self.max_rows
     }

@@ -281,6 +281,12 @@ impl Gguf {
         self.get(key).and_then(Meta::as_str)
     }
 
+    /// A token id of the metadata (`tokenizer.ggml.eos_token_id` ...); one past u32 names no
+    /// token (a cast would wrap it onto one).
+    pub fn token_id(&self, key: &str) -> Option<u32> {
+        self.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok())
+    }
+
     fn arch(&self) -> Result<(&str, Arch)> {
         let name = self.str("general.architecture").context("missing metadata general.architecture")?;
         let arch = match name {
@@ -338,7 +344,6 @@ impl Gguf {
         if heads % kv_heads != 0 || head_dim == 0 || head_dim % 2 != 0 || heads as u64 * head_dim as u64 > MAX_SIZE {
             bail!("{heads} heads / {kv_heads} KV heads of dimension {head_dim} are not a valid attention shape");
         }
-        let id = |key: &str| self.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok());
         let layers = self.uint(&k("block_count"))?;
         Ok(ModelConfig {
             arch,
@@ -366,8 +371,8 @@ impl Gguf {
             } else {
                 4096
             },
-            eos_ids: id("tokenizer.ggml.eos_token_id").into_iter().collect(),
-            bos_id: id("tokenizer.ggml.bos_token_id"),
+            eos_ids: self.token_id("tokenizer.ggml.eos_token_id").into_iter().collect(),
+            bos_id: self.token_id("tokenizer.ggml.bos_token_id"),
         })
     }
 

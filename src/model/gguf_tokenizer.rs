@@ -63,13 +63,8 @@ pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
     };
     let tok: tokenizers::Tokenizer =
         spec.to_string().parse().map_err(|e| anyhow!("cannot build a tokenizer from the GGUF metadata: {e}"))?;
-    let text = |key: &str| {
-        g.get(key)
-            .and_then(Meta::as_u64)
-            .and_then(|i| tokens.get(i as usize))
-            .map(|s| s.to_string())
-            .unwrap_or_default()
-    };
+    let text =
+        |key: &str| g.token_id(key).and_then(|i| tokens.get(i as usize)).map(|s| s.to_string()).unwrap_or_default();
     Ok((tok, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id")))
 }
 
