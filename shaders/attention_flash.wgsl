@@ -30,6 +30,8 @@ fn partial_at(h: u32, s: u32) -> u32 {
     return MAX_HEADS + (h * MAX_SPLITS + s) * PARTIAL;
 }
 const TILE: u32 = WG_THREADS / SCORE_LANES;
+// Splits whose partials a merging thread loads at once.
+const MERGE_LOADS: u32 = 4u;
 var<workgroup> finished: u32;
 
 var<workgroup> qs: array<vec4<f32>, D4>;
@@ -111,27 +113,45 @@ fn main(
         return;
     }
     storageBarrier();
-    // The last split of this head merges all of them, rescaled to the largest max: thread lid
-    // takes value group lid % D4 of every (WG_THREADS / D4)-th split from lid / D4, so the
-    // splits' partials are read in one or two rounds of loads, not one split after another
-    // (a loop over 16 splits by D4 threads was a chain of dependent atomic loads).
-    var m_own = -3.0e38;
-    if (lid < splits) {
-        m_own = bitcast<f32>(atomicLoad(&partials[partial_at(h, lid)]));
-    }
-    let mx = wg_max(lid, m_own);
+    // The last split of this head merges all of them: thread lid takes value group lid % D4
+    // of splits lid / D4, lid / D4 + PARTS, ..., MERGE_LOADS of them at a time, every load of
+    // a batch issued before the first is used (one trip to memory per batch: one at 64 splits
+    // of head_dim 64, where the loads waited on the splits' largest max, then came one split
+    // after another), each folded in with its own max; the threads' sums are then rescaled to
+    // the largest of their maxima.
+    var m_t = -3.0e38;
     var den = 0.0;
     var sum = vec4<f32>(0.0);
     // Threads past whole groups (WG_THREADS not a multiple of D4) take no split.
     let first = select(splits, lid / D4, lid < PARTS * D4);
-    for (var s = first; s < splits; s += PARTS) {
-        let b = partial_at(h, s);
-        let w = exp(bitcast<f32>(atomicLoad(&partials[b])) - mx);
-        den += bitcast<f32>(atomicLoad(&partials[b + 1u])) * w;
-        for (var c = 0u; c < 4u; c++) {
-            sum[c] += bitcast<f32>(atomicLoad(&partials[b + 2u + 4u * (lid % D4) + c])) * w;
+    for (var s0 = first; s0 < splits; s0 += MERGE_LOADS * PARTS) {
+        var ms: array<f32, MERGE_LOADS>;
+        var ls: array<f32, MERGE_LOADS>;
+        var vs: array<vec4<f32>, MERGE_LOADS>;
+        for (var r = 0u; r < MERGE_LOADS; r++) {
+            let s = s0 + r * PARTS;
+            let b = partial_at(h, min(s, splits - 1u));
+            // Past the last split: a copy of it, weighed 0.
+            let real = s < splits;
+            ms[r] = select(-3.0e38, bitcast<f32>(atomicLoad(&partials[b])), real);
+            ls[r] = select(0.0, bitcast<f32>(atomicLoad(&partials[b + 1u])), real);
+            for (var c = 0u; c < 4u; c++) {
+                vs[r][c] = select(0.0, bitcast<f32>(atomicLoad(&partials[b + 2u + 4u * (lid % D4) + c])), real);
+            }
+        }
+        for (var r = 0u; r < MERGE_LOADS; r++) {
+            let m_new = max(m_t, ms[r]);
+            let old_w = exp(m_t - m_new);
+            let w = exp(ms[r] - m_new);
+            den = den * old_w + ls[r] * w;
+            sum = sum * old_w + vs[r] * w;
+            m_t = m_new;
         }
     }
+    let mx = wg_max(lid, m_t);
+    let scale = exp(m_t - mx);
+    den *= scale;
+    sum *= scale;
     // Each split's sum is counted once: by the first value group of its thread group.
     let den_all = wg_sum(lid, select(0.0, den, lid % D4 == 0u));
     let sum_all = sum_parts(lid, sum);
