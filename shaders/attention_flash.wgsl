@@ -4,15 +4,17 @@
 // SCORE_LANES lanes reading its K row as adjacent vec4s (lib/score_sum_*), so a tile is 64
 // positions where the plain kernel's 4 lanes apply and a decode token's positions spread over 4x
 // the workgroups (H200 decode against one lane per position: after 1024 positions 956 -> 1,017
-// tok/s, after 4096 900 -> 875; docs/PERF.md); the weighted sum of V is split over thread
-// groups by lib/attention_combine. Positions past the causal limit inside a tile are masked by
-// predication (select).
+// tok/s, after 4096 900 -> 875; docs/PERF.md). The weighted sum of V is split over thread
+// groups (lib/attention_combine), each thread loading its V values of a tile beside its K row,
+// before the softmax's barriers, so both come in one trip to memory (H200 decode after 4096
+// positions 899 -> 913 tok/s, docs/PERF.md). Positions past the causal limit inside a tile are
+// masked by predication (select).
 // Decode (one token) splits the positions over the grid's z dimension (flash-decoding): each
 // workgroup publishes its running max, sum and weighted V sum through atomics and the last one
 // of a head to finish merges them, so a long context is read by many workgroups at once
 // (the same storageBarrier assumption as shaders/argmax.wgsl).
 // Each row attends to its own sequence's positions (lib/plan); a local layer's to the last
-// WINDOW of them (lib/attention_combine's attend_lo).
+// WINDOW of them (lib/attention_window's attend_lo).
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, SCALE, WINDOW, WG_THREADS,
 // SCORE_LANES (dividing HD / 4), MAX_SPLITS, MAX_HEADS (HQ at most); lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
@@ -30,21 +32,14 @@ fn partial_at(h: u32, s: u32) -> u32 {
     return MAX_HEADS + (h * MAX_SPLITS + s) * PARTIAL;
 }
 const TILE: u32 = WG_THREADS / SCORE_LANES;
+// V values of a tile each thread loads (its thread group's every PARTS-th position).
+const VLOADS: u32 = (TILE + PARTS - 1u) / PARTS;
 // Splits whose partials a merging thread loads at once.
 const MERGE_LOADS: u32 = 4u;
 var<workgroup> finished: u32;
 
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<workgroup> p: array<f32, TILE>;
-var<workgroup> slot_of: array<u32, TILE>;
-
-fn slot_at(j: u32) -> u32 {
-    return slot_of[j];
-}
-
-fn w_at(j: u32) -> f32 {
-    return p[j];
-}
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -75,19 +70,30 @@ fn main(
         let j = j0 + lid / SCORE_LANES;
         let valid = j < j_end;
         let slot = kv_slot_in(span.table, span.lo + min(j, j_end - 1u));
+        // This thread's V values of the tile, loaded beside K (positions past the end read the
+        // last one, weighed 0).
+        var vv: array<vec4<f32>, VLOADS>;
+        for (var r = 0u; r < VLOADS; r++) {
+            let jv = min(j0 + lid / D4 + r * PARTS, j_end - 1u);
+            vv[r] = v_at((kv_slot_in(span.table, span.lo + jv) * HKV + kvh) * D4 + lid % D4);
+        }
         let s = select(-3.0e38, score(slot, kvh, lane), valid);
         let m_new = max(m, wg_max(lid, s));
         // Every lane of a position holds its score; the first one publishes it and counts it.
         let w = select(0.0, exp(s - m_new), valid && lane == 0u);
         if (lane == 0u) {
             p[lid / SCORE_LANES] = w;
-            slot_of[lid / SCORE_LANES] = slot;
         }
         let corr = exp(m - m_new);
-        l = l * corr + wg_sum(lid, w); // its barriers also publish p and slot_of
-        acc = acc * corr + v_part(lid / D4, min(TILE, j_end - j0), kvh, lid % D4);
+        l = l * corr + wg_sum(lid, w); // its barriers also publish p
+        var vsum = vec4<f32>(0.0);
+        for (var r = 0u; r < VLOADS; r++) {
+            let jj = lid / D4 + r * PARTS;
+            vsum += select(0.0, p[min(jj, TILE - 1u)], jj < TILE) * vv[r];
+        }
+        acc = acc * corr + vsum;
         m = m_new;
-        workgroupBarrier(); // p and slot_of are rewritten by the next tile
+        workgroupBarrier(); // p is rewritten by the next tile
     }
     if (splits == 1u) {
         combine_parts(lid, acc, l, qo);

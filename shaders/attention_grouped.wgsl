@@ -77,7 +77,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var g = 0u; g < GROUP; g++) {
         acc[g] = vec4<f32>(0.0);
     }
-    // Four positions an iteration, added as lib/attention_combine's v_part adds them, so a row
+    // Four positions an iteration, added as attention_plain's v_part adds them, so a row
     // gets the same bits from either kernel (a batch's rows equal the same requests alone).
     if (part < PARTS) {
         var j = part;

@@ -28,6 +28,24 @@ fn w_at(j: u32) -> f32 {
     return scores[j];
 }
 
+// Sum over positions j = first, first + PARTS, ... < end of weight(j) * V[slot(j)], where
+// weights and slots come from the kernel (w_at, slot_at).
+fn v_part(first: u32, end: u32, kvh: u32, d4: u32) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    var j = first;
+    for (; j + 3u * PARTS < end; j += 4u * PARTS) {
+        let v0 = v_at((slot_at(j) * HKV + kvh) * D4 + d4);
+        let v1 = v_at((slot_at(j + PARTS) * HKV + kvh) * D4 + d4);
+        let v2 = v_at((slot_at(j + 2u * PARTS) * HKV + kvh) * D4 + d4);
+        let v3 = v_at((slot_at(j + 3u * PARTS) * HKV + kvh) * D4 + d4);
+        acc += w_at(j) * v0 + w_at(j + PARTS) * v1 + w_at(j + 2u * PARTS) * v2 + w_at(j + 3u * PARTS) * v3;
+    }
+    for (; j < end; j += PARTS) {
+        acc += w_at(j) * v_at((slot_at(j) * HKV + kvh) * D4 + d4);
+    }
+    return acc;
+}
+
 @compute @workgroup_size(WG_THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wg.x;

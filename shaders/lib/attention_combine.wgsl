@@ -1,30 +1,12 @@
 // The attention kernels' weighted sum of V: threads form PARTS groups of D4 = HD / 4 lanes, lane
 // d4 of a group owning dimensions 4*d4 .. 4*d4+3 (one 16-byte load per position), each group
-// taking every PARTS-th position. v_part adds one group's positions, four loads in flight per
-// iteration; combine_parts adds the groups and writes o = sum / denominator.
+// taking every PARTS-th position (attention_plain's v_part, attention_flash's tile loop);
+// combine_parts adds the groups and writes o = sum / denominator.
 const D4: u32 = HD / 4u;
 
 const PARTS: u32 = WG_THREADS / D4;
 
 var<workgroup> partial: array<vec4<f32>, WG_THREADS>;
-
-// Sum over positions j = first, first + PARTS, ... < end of weight(j) * V[slot(j)], where
-// weights and slots come from the kernel (w_at, slot_at).
-fn v_part(first: u32, end: u32, kvh: u32, d4: u32) -> vec4<f32> {
-    var acc = vec4<f32>(0.0);
-    var j = first;
-    for (; j + 3u * PARTS < end; j += 4u * PARTS) {
-        let v0 = v_at((slot_at(j) * HKV + kvh) * D4 + d4);
-        let v1 = v_at((slot_at(j + PARTS) * HKV + kvh) * D4 + d4);
-        let v2 = v_at((slot_at(j + 2u * PARTS) * HKV + kvh) * D4 + d4);
-        let v3 = v_at((slot_at(j + 3u * PARTS) * HKV + kvh) * D4 + d4);
-        acc += w_at(j) * v0 + w_at(j + PARTS) * v1 + w_at(j + 2u * PARTS) * v2 + w_at(j + 3u * PARTS) * v3;
-    }
-    for (; j < end; j += PARTS) {
-        acc += w_at(j) * v_at((slot_at(j) * HKV + kvh) * D4 + d4);
-    }
-    return acc;
-}
 
 // q . K[slot) (q already scaled, in qs), by SCORE_LANES adjacent lanes (lane = 0 ..
 // SCORE_LANES - 1) that each read every SCORE_LANES-th vec4 of the K row: neighbouring lanes
