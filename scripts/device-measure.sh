@@ -3,6 +3,7 @@
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
 #   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover | split | ab
+#                                        | ab-shaders (with VARIANT=DIR)
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
 set -uo pipefail
@@ -104,6 +105,20 @@ for phase in "$@"; do
             run ab "$b" bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64
         done
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split, ab)" >&2; exit 2 ;;
+    ab-shaders)
+        # A shader change timed without a second binary: the WGSL files in $VARIANT (e.g.
+        # target/variants/NAME/attention_flash.wgsl, replacing shaders/attention_flash.wgsl)
+        # against the embedded ones, alternating, at depths 0 and 4096; then its kernel tests.
+        : "${VARIANT:?set VARIANT to a folder of replacement .wgsl files}"
+        variant=$(realpath "$VARIANT")
+        for round in 1 2 3; do
+            for shaders in -uWGINFER_SHADERS WGINFER_SHADERS="$variant"; do
+                run ab-shaders env "$shaders" "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16 \
+                    --prefill 512 --decode 128 --runs 3 --depth 0,4096
+            done
+        done
+        run ab-shaders env WGINFER_SHADERS="$variant" target/device/kernels
+        ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split, ab, ab-shaders)" >&2; exit 2 ;;
     esac
 done
