@@ -377,6 +377,7 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
     let e = refused(url, "/v1/completions", json!({"model": MODEL, "prompt": long}).to_string().into_bytes(), 400);
     let m = e["message"].as_str().unwrap();
     assert!(m.contains(&n.to_string()) && m.contains(&CONTEXT.to_string()), "{m}");
+    assert_eq!(e["code"], "context_length_exceeded");
     let wrong = client().get(format!("{url}{c}")).send().unwrap();
     assert_eq!(wrong.status(), 405);
     assert_eq!(wrong.json::<Value>().unwrap()["error"]["code"], "method_not_allowed");
@@ -414,6 +415,12 @@ fn models_health_and_metrics() {
     assert!(!health.headers().contains_key("access-control-allow-origin"));
     let models: Value = client().get(format!("{url}/v1/models")).send().unwrap().json().unwrap();
     assert_eq!(models["data"][0]["id"], MODEL);
+    // One model by its id (the SDKs' models.retrieve); another id is a 404.
+    let one: Value = client().get(format!("{url}/v1/models/{MODEL}")).send().unwrap().json().unwrap();
+    assert_eq!(one, models["data"][0]);
+    let other = client().get(format!("{url}/v1/models/gpt-4")).send().unwrap();
+    assert_eq!(other.status(), 404);
+    assert_eq!(other.json::<Value>().unwrap()["error"]["code"], "model_not_found");
     let metrics = client().get(format!("{url}/metrics")).send().unwrap().text().unwrap();
     for name in [
         "# TYPE wginfer_time_to_first_token_seconds histogram",
@@ -446,6 +453,9 @@ fn keys_full_queues_and_disconnects() {
         r.send().unwrap()
     };
     assert_eq!(models(Some("sekrit")).status(), 200);
+    // The scheme's name in any case (RFC 9110), not the key's.
+    let lower = client().get(format!("{url}/v1/models")).header("authorization", "bearer sekrit").send().unwrap();
+    assert_eq!(lower.status(), 200);
     for key in [None, Some("sekriT"), Some("sekrit2")] {
         let r = models(key);
         assert_eq!(r.status(), 401, "{key:?}");

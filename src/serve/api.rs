@@ -99,7 +99,8 @@ struct Body {
     temperature: Option<f32>,
     top_p: Option<f32>,
     top_k: Option<i64>,
-    seed: Option<u64>,
+    /// Any 64-bit integer, as OpenAI takes it (some clients send -1); its bits seed the draws.
+    seed: Option<i64>,
     stop: Option<Stop>,
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
@@ -110,6 +111,8 @@ struct Body {
     logprobs: Option<Value>,
     top_logprobs: Option<u32>,
     echo: Option<bool>,
+    suffix: Option<Value>,
+    best_of: Option<u32>,
     priority: Option<Priority>,
     tools: Option<Value>,
     functions: Option<Value>,
@@ -219,6 +222,12 @@ impl Body {
         if self.echo == Some(true) {
             return Err(ApiError::invalid("echo", "echo is not supported"));
         }
+        if self.suffix.as_ref().is_some_and(|v| !v.is_null() && v.as_str() != Some("")) {
+            return Err(ApiError::invalid("suffix", "suffix (insertion) is not supported"));
+        }
+        if self.best_of.is_some_and(|b| b != 1) {
+            return Err(ApiError::invalid("best_of", "only best_of = 1 is supported"));
+        }
         for (name, v) in [("frequency_penalty", self.frequency_penalty), ("presence_penalty", self.presence_penalty)] {
             if v.is_some_and(|v| v != 0.0) {
                 return Err(ApiError::invalid(
@@ -256,6 +265,8 @@ impl Body {
         if stop.len() > MAX_STOPS || stop.iter().any(String::is_empty) {
             return Err(ApiError::invalid("stop", format!("stop takes at most {MAX_STOPS} non-empty strings")));
         }
+        // A negative seed's two's-complement bits: a seed of its own, the same every time.
+        let seed = self.seed.map(|s| s as u64);
         let stream = self.stream.unwrap_or(false);
         if self.stream_options.is_some() && !stream {
             return Err(ApiError::invalid("stream_options", "stream_options needs stream: true"));
@@ -264,8 +275,8 @@ impl Body {
             model: self.model,
             prompt,
             max_tokens,
-            sampling: SamplingParams { temperature, top_k, top_p, repetition_penalty, seed: self.seed.unwrap_or(0) },
-            seed: self.seed,
+            sampling: SamplingParams { temperature, top_k, top_p, repetition_penalty, seed: seed.unwrap_or(0) },
+            seed,
             stop,
             stream,
             include_usage: self.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
@@ -495,6 +506,8 @@ mod tests {
             (r#"{"model": "m", "prompt": "a", "max_tokens": 0}"#, "max_tokens"),
             (r#"{"model": "m", "prompt": "a", "stop": [""]}"#, "stop"),
             (r#"{"model": "m", "prompt": "a", "top_p": 0}"#, "top_p"),
+            (r#"{"model": "m", "prompt": "a", "suffix": "b"}"#, "suffix"),
+            (r#"{"model": "m", "prompt": "a", "best_of": 3}"#, "best_of"),
         ] {
             let e = parse(Endpoint::Text, body).unwrap_err();
             assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}");
@@ -529,5 +542,8 @@ mod tests {
         assert_eq!((r.max_tokens, r.seed, r.stop.clone()), (Some(7), Some(5), vec!["x".to_string()]));
         assert_eq!((r.sampling.temperature, r.sampling.top_k), (0.0, 0));
         assert!(r.stream && r.include_usage && r.priority == Priority::Background);
+        // What clients send for "no suffix", "one answer" and "any seed" runs as usual.
+        let r = parse(Endpoint::Text, r#"{"model": "m", "prompt": "a", "suffix": "", "best_of": 1, "seed": -1}"#);
+        assert_eq!(r.unwrap().seed, Some(u64::MAX));
     }
 }

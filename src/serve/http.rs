@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request as HttpRequest, State};
+use axum::extract::{DefaultBodyLimit, Path, Request as HttpRequest, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -61,6 +61,7 @@ pub fn router(hub: Arc<Hub>, opts: &HttpOptions) -> Result<Router> {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let app = Router::new()
         .merge(v1)
@@ -98,7 +99,9 @@ async fn auth(State(s): State<AppState>, req: HttpRequest, next: Next) -> Respon
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.split_once(' '))
+            // The scheme's name is case-insensitive (RFC 9110).
+            .and_then(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer").then_some(key));
         if !given.is_some_and(|g| same(g.as_bytes(), key.as_bytes())) {
             let message = "a valid API key is needed (Authorization: Bearer KEY)";
             return ApiError::new(401, "invalid_request_error", Some("invalid_api_key"), message).into_response();
@@ -257,10 +260,21 @@ fn stream(
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
+fn model_object(s: &AppState) -> Value {
+    json!({"id": s.hub.model_name, "object": "model", "created": 0, "owned_by": "wginfer",
+        "max_model_len": s.hub.context})
+}
+
 async fn models(State(s): State<AppState>) -> Response {
-    let model = json!({"id": s.hub.model_name, "object": "model", "created": 0, "owned_by": "wginfer",
-        "max_model_len": s.hub.context});
-    Json(json!({"object": "list", "data": [model]})).into_response()
+    Json(json!({"object": "list", "data": [model_object(&s)]})).into_response()
+}
+
+/// One model by its id (the SDKs' `models.retrieve`).
+async fn model(State(s): State<AppState>, Path(id): Path<String>) -> Response {
+    match s.hub.check_model(&id) {
+        Ok(()) => Json(model_object(&s)).into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// 200 once the model serves, 503 while it loads (or after it failed to).

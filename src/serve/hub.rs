@@ -201,17 +201,18 @@ impl Hub {
             true => format!("the KV pool holds {limit} positions (raise --kv-memory)"),
             false => format!("this model's context is {context} tokens"),
         };
+        // OpenAI's code for these, which clients look for to shorten a conversation.
+        let too_long = |param: &str, message: String| ApiError {
+            code: Some("context_length_exceeded"),
+            ..ApiError::invalid(param, message)
+        };
         if n >= limit {
-            return Err(ApiError::invalid(
-                param,
-                format!("{bound}, and the prompt has {n} tokens (at most {} fit)", limit - 1),
-            ));
+            return Err(too_long(param, format!("{bound}, and the prompt has {n} tokens (at most {} fit)", limit - 1)));
         }
         match max_tokens {
-            Some(m) if n + m > limit => Err(ApiError::invalid(
-                "max_tokens",
-                format!("{bound}: the prompt's {n} tokens and max_tokens {m} do not fit"),
-            )),
+            Some(m) if n + m > limit => {
+                Err(too_long("max_tokens", format!("{bound}: the prompt's {n} tokens and max_tokens {m} do not fit")))
+            }
             Some(m) => Ok((ids, m)),
             None => Ok((ids, limit - n)),
         }
