@@ -222,6 +222,11 @@ impl StreamDecoder {
         Ok(None)
     }
 
+    /// Ids pushed so far.
+    pub fn tokens(&self) -> usize {
+        self.ids.len()
+    }
+
     /// The text still held back when the stream ends: bytes of an unfinished character come out
     /// as U+FFFD, so the pieces and this add up to `decode` of every id.
     pub fn finish(self, tok: &TextTokenizer) -> Result<String> {

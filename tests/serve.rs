@@ -235,10 +235,22 @@ fn stop_strings_are_cut_across_tokens_and_never_sent() {
     let want = full[..full.find(&stop).unwrap()].to_string();
     let mut body = greedy;
     body["stop"] = json!(["never seen here", stop]);
+    // Usage counts the tokens up to the one that completes the stop string (in transformers'
+    // greedy ids of this prompt), not those the engine made before the cancel reached it.
+    let tokens = {
+        let e = library();
+        let tok = e.tokenizer.as_ref().unwrap();
+        let cases = golden(MODEL);
+        let case =
+            cases["cases"].as_array().unwrap().iter().find(|c| tok.decode(&ids(&c["prompt_ids"])).unwrap() == prompt);
+        let greedy = ids(&case.expect("the prompt's golden case")["greedy_ids"]);
+        (1..=greedy.len()).find(|&n| tok.decode(&greedy[..n]).unwrap().contains(&stop)).expect("the stop in the golden")
+    };
     type Run = fn(&str, &str, Value) -> (String, String, Value);
     for run in [complete as Run, stream] {
-        let (text, finish, _) = run(url, "/v1/completions", body.clone());
+        let (text, finish, usage) = run(url, "/v1/completions", body.clone());
         assert_eq!((text.as_str(), finish.as_str()), (want.as_str(), "stop"), "stop {stop:?} in {full:?}");
+        assert_eq!(usage["completion_tokens"], tokens, "{usage}");
     }
 }
 

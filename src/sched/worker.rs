@@ -197,6 +197,9 @@ pub enum Event {
         id: u64,
         text: String,
         logprobs: Option<TokenLogprobs>,
+        /// The request's tokens generated so far, the text's last included: where a stop
+        /// string found in the text ends the answer, what its usage counts.
+        tokens: usize,
     },
     Finished(RequestStats),
     Failed {
@@ -407,14 +410,20 @@ impl EngineLoop {
                     });
                     let text = stream.push(tok, token)?;
                     if text.is_some() || logprobs.is_some() {
-                        out.push(Event::Token { id, text: text.unwrap_or_default(), logprobs });
+                        out.push(Event::Token {
+                            id,
+                            text: text.unwrap_or_default(),
+                            logprobs,
+                            tokens: stream.tokens(),
+                        });
                     }
                 }
                 SeqEvent::Finished(s) => {
                     if let Some(stream) = self.streams.remove(&s.id) {
+                        let tokens = stream.tokens();
                         let text = stream.finish(tok)?;
                         if !text.is_empty() {
-                            out.push(Event::Token { id: s.id, text, logprobs: None });
+                            out.push(Event::Token { id: s.id, text, logprobs: None, tokens });
                         }
                     }
                     out.push(Event::Finished(RequestStats::from(&s)));

@@ -40,8 +40,9 @@ pub enum LogFormat {
 
 /// What the engine thread says about one request.
 enum Piece {
-    /// New text (maybe empty), and its token's log-probabilities when they were asked for.
-    Text(String, Option<TokenLogprobs>),
+    /// New text (maybe empty), its token's log-probabilities when they were asked for, and
+    /// the request's tokens so far.
+    Text(String, Option<TokenLogprobs>, usize),
     Done(RequestStats),
     Failed(String),
 }
@@ -77,7 +78,9 @@ pub struct Generation {
     pieces: mpsc::UnboundedReceiver<Piece>,
     commands: UnboundedSender<Command>,
     stop: StopMatcher,
-    stopped: bool,
+    /// Once a stop string has ended the answer: the tokens it took (usage counts these, not
+    /// those the engine made before the cancel reached it).
+    stopped: Option<usize>,
     done: bool,
     /// The end, once the held-back text before it has gone out.
     end: Option<Out>,
@@ -261,7 +264,7 @@ impl Hub {
             pieces,
             commands: self.commands.clone(),
             stop: StopMatcher::new(stop),
-            stopped: false,
+            stopped: None,
             done: false,
             end: None,
             tokenizer: self.tokenizer.clone(),
@@ -311,7 +314,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
             Event::LoadFailed { error, .. } => {
                 shared.state.send_replace(State::Failed(format!("the model failed to load: {error}")));
             }
-            Event::Token { id, text, logprobs } => route(id, Piece::Text(text, logprobs), false),
+            Event::Token { id, text, logprobs, tokens } => route(id, Piece::Text(text, logprobs, tokens), false),
             Event::Finished(s) => {
                 shared.metrics.lock().expect("metrics lock").finished(&s);
                 log_request(&s, format);
@@ -367,13 +370,13 @@ impl Generation {
         while !self.done {
             let piece = self.pieces.recv().await;
             match piece {
-                Some(Piece::Text(..)) if self.stopped => {}
-                Some(Piece::Text(t, logprobs)) => {
+                Some(Piece::Text(..)) if self.stopped.is_some() => {}
+                Some(Piece::Text(t, logprobs, tokens)) => {
                     self.logprobs.extend(logprobs.map(|lp| token_logprobs(&self.tokenizer, &lp)));
                     let (text, hit) = self.stop.push(&t);
                     if hit {
                         // The rest is not wanted: stop it now, the end comes with its stats.
-                        self.stopped = true;
+                        self.stopped = Some(tokens);
                         let _ = self.commands.unbounded_send(Command::Cancel(self.id));
                     }
                     if !text.is_empty() {
@@ -383,10 +386,10 @@ impl Generation {
                 Some(Piece::Done(s)) => {
                     self.done = true;
                     let finish = match s.finish {
-                        Finish::Length | Finish::ContextFull if !self.stopped => "length",
+                        Finish::Length | Finish::ContextFull if self.stopped.is_none() => "length",
                         _ => "stop",
                     };
-                    let end = Out::End { finish, tokens: s.tokens };
+                    let end = Out::End { finish, tokens: self.stopped.unwrap_or(s.tokens) };
                     let rest = self.stop.finish();
                     if rest.is_empty() && self.logprobs.is_empty() {
                         return Some(end);
