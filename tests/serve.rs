@@ -399,7 +399,7 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
 }
 
 /// A KV pool smaller than the context (4 blocks of 16: 64 positions) bounds a sequence as the
-/// context would: a prompt or max_tokens past it is a 400 naming the pool, and a request
+/// context would: a prompt or max_tokens past it is a 400 naming the pool, and a chat request
 /// without max_tokens stops at the pool's end. (A prompt past the pool waited for ever.)
 #[test]
 fn a_kv_pool_smaller_than_the_context_bounds_requests_as_the_context_does() {
@@ -413,8 +413,9 @@ fn a_kv_pool_smaller_than_the_context_bounds_requests_as_the_context_does() {
     assert!(e["message"].as_str().unwrap().contains("the KV pool holds 64 positions"), "{e}");
     let body = json!({"model": MODEL, "prompt": "Hello world", "max_tokens": 64});
     assert_eq!(refused(url, "/v1/completions", body.to_string().into_bytes(), 400)["param"], "max_tokens");
-    let body = json!({"model": MODEL, "prompt": "Hello world", "temperature": 0});
-    let (_, finish, usage) = complete(url, "/v1/completions", body);
+    // Chat: completions default to 16 tokens.
+    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Hello"}], "temperature": 0});
+    let (_, finish, usage) = complete(url, "/v1/chat/completions", body);
     assert_eq!(finish, "length");
     assert_eq!(usage["total_tokens"], 64, "{usage}");
 }

@@ -11,6 +11,12 @@ use crate::tokenizer::{Message, TextTokenizer};
 
 /// Most stop strings in one request.
 const MAX_STOPS: usize = 16;
+/// Bytes of one stop string at most: each token's text is matched against every stop's
+/// prefixes, so long stops would cost every request's tokens.
+const MAX_STOP_BYTES: usize = 1024;
+/// `/v1/completions`' answer length when a request sets none, as OpenAI's (chat's is the rest of
+/// the context).
+const TEXT_DEFAULT_MAX_TOKENS: usize = 16;
 /// Most `top_logprobs` (OpenAI's limit).
 const MAX_TOP_LOGPROBS: u32 = 20;
 
@@ -236,11 +242,18 @@ impl Body {
                 ));
             }
         }
-        let temperature = self.temperature.unwrap_or(1.0);
+        let mut temperature = self.temperature.unwrap_or(1.0);
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::invalid("temperature", format!("temperature must be in [0, 2], got {temperature}")));
         }
-        let top_p = check_top_p(self.top_p.unwrap_or(1.0)).map_err(|e| ApiError::invalid("top_p", e))?;
+        // OpenAI takes top_p in [0, 1]: a nucleus of no mass keeps only the most likely token.
+        let top_p = match self.top_p {
+            Some(0.0) => {
+                temperature = 0.0;
+                1.0
+            }
+            p => check_top_p(p.unwrap_or(1.0)).map_err(|e| ApiError::invalid("top_p", e))?,
+        };
         // -1 (vLLM's spelling) and 0 both mean no limit.
         let top_k = match self.top_k.unwrap_or(0) {
             k if k < -1 => return Err(ApiError::invalid("top_k", format!("top_k must be -1, 0 or positive, got {k}"))),
@@ -255,15 +268,21 @@ impl Body {
             (Some(0), _) | (_, Some(0)) => {
                 return Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1"))
             }
-            (a, b) => a.or(b).map(|m| m as usize),
+            (a, b) => a.or(b).map(|m| m as usize).or(match endpoint {
+                Endpoint::Text => Some(TEXT_DEFAULT_MAX_TOKENS),
+                Endpoint::Chat => None,
+            }),
         };
         let stop = match self.stop {
             None => Vec::new(),
             Some(Stop::One(s)) => vec![s],
             Some(Stop::Many(v)) => v,
         };
-        if stop.len() > MAX_STOPS || stop.iter().any(String::is_empty) {
-            return Err(ApiError::invalid("stop", format!("stop takes at most {MAX_STOPS} non-empty strings")));
+        if stop.len() > MAX_STOPS || stop.iter().any(|s| s.is_empty() || s.len() > MAX_STOP_BYTES) {
+            return Err(ApiError::invalid(
+                "stop",
+                format!("stop takes at most {MAX_STOPS} non-empty strings of at most {MAX_STOP_BYTES} bytes"),
+            ));
         }
         // A negative seed's two's-complement bits: a seed of its own, the same every time.
         let seed = self.seed.map(|s| s as u64);
@@ -505,7 +524,7 @@ mod tests {
             (r#"{"model": "m", "prompt": "a", "presence_penalty": 0.5}"#, "presence_penalty"),
             (r#"{"model": "m", "prompt": "a", "max_tokens": 0}"#, "max_tokens"),
             (r#"{"model": "m", "prompt": "a", "stop": [""]}"#, "stop"),
-            (r#"{"model": "m", "prompt": "a", "top_p": 0}"#, "top_p"),
+            (r#"{"model": "m", "prompt": "a", "top_p": -0.5}"#, "top_p"),
             (r#"{"model": "m", "prompt": "a", "suffix": "b"}"#, "suffix"),
             (r#"{"model": "m", "prompt": "a", "best_of": 3}"#, "best_of"),
         ] {
@@ -544,6 +563,14 @@ mod tests {
         assert!(r.stream && r.include_usage && r.priority == Priority::Background);
         // What clients send for "no suffix", "one answer" and "any seed" runs as usual.
         let r = parse(Endpoint::Text, r#"{"model": "m", "prompt": "a", "suffix": "", "best_of": 1, "seed": -1}"#);
-        assert_eq!(r.unwrap().seed, Some(u64::MAX));
+        let r = r.unwrap();
+        // Completions answer 16 tokens unless told (OpenAI's default).
+        assert_eq!((r.seed, r.max_tokens), (Some(u64::MAX), Some(16)));
+        // top_p 0 keeps the most likely token: greedy.
+        let r = parse(Endpoint::Chat, r#"{"model": "m", "messages": [{"role": "user", "content": "a"}], "top_p": 0}"#);
+        let s = r.unwrap().sampling;
+        assert!(s.is_greedy() && s.top_p == 1.0, "{s:?}");
+        let long = format!(r#"{{"model": "m", "prompt": "a", "stop": ["{}"]}}"#, "x".repeat(MAX_STOP_BYTES + 1));
+        assert_eq!(parse(Endpoint::Text, &long).unwrap_err().param.as_deref(), Some("stop"));
     }
 }
