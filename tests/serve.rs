@@ -169,17 +169,17 @@ fn stream(url: &str, path: &str, body: Value) -> (String, String, Value) {
 }
 
 /// The golden cases whose prompt is one token that its text tokenizes back to: those can be
-/// sent as text, and transformers' greedy ids are the answer.
-fn golden_text_prompts() -> Vec<(String, String)> {
+/// sent as text, and transformers' greedy ids are the answer (prompt text, greedy text, ids).
+fn golden_text_prompts() -> Vec<(String, String, Vec<u32>)> {
     let e = library();
     let tok = e.tokenizer.as_ref().unwrap();
-    let cases: Vec<(String, String)> = golden(MODEL)["cases"]
+    let cases: Vec<(String, String, Vec<u32>)> = golden(MODEL)["cases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| (ids(&c["prompt_ids"]), ids(&c["greedy_ids"])))
         .filter(|(p, _)| p.len() == 1 && tok.encode(&tok.decode(p).unwrap(), true).unwrap() == *p)
-        .map(|(p, g)| (tok.decode(&p).unwrap(), tok.decode(&g).unwrap()))
+        .map(|(p, g)| (tok.decode(&p).unwrap(), tok.decode(&g).unwrap(), g))
         .collect();
     assert!(!cases.is_empty(), "no golden prompt round-trips through the tokenizer");
     cases
@@ -188,7 +188,7 @@ fn golden_text_prompts() -> Vec<(String, String)> {
 #[test]
 fn greedy_completions_are_transformers_text_whole_and_streamed() {
     let url = shared();
-    for (prompt, want) in golden_text_prompts() {
+    for (prompt, want, _) in golden_text_prompts() {
         let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 16, "temperature": 0});
         let usage = json!({"prompt_tokens": 1, "completion_tokens": 16, "total_tokens": 17});
         assert_eq!(complete(url, "/v1/completions", body.clone()), (want.clone(), "length".into(), usage.clone()));
@@ -218,7 +218,7 @@ fn greedy_chat_is_the_library_alone_whole_and_streamed() {
 #[test]
 fn stop_strings_are_cut_across_tokens_and_never_sent() {
     let url = shared();
-    let (prompt, _) = golden_text_prompts().remove(0);
+    let (prompt, _, greedy_ids) = golden_text_prompts().remove(0);
     let greedy = json!({"model": MODEL, "prompt": prompt, "max_tokens": 16, "temperature": 0});
     let (full, _, _) = complete(url, "/v1/completions", greedy.clone());
     // Each token's text, from the streamed pieces of the same answer.
@@ -240,11 +240,9 @@ fn stop_strings_are_cut_across_tokens_and_never_sent() {
     let tokens = {
         let e = library();
         let tok = e.tokenizer.as_ref().unwrap();
-        let cases = golden(MODEL);
-        let case =
-            cases["cases"].as_array().unwrap().iter().find(|c| tok.decode(&ids(&c["prompt_ids"])).unwrap() == prompt);
-        let greedy = ids(&case.expect("the prompt's golden case")["greedy_ids"]);
-        (1..=greedy.len()).find(|&n| tok.decode(&greedy[..n]).unwrap().contains(&stop)).expect("the stop in the golden")
+        (1..=greedy_ids.len())
+            .find(|&n| tok.decode(&greedy_ids[..n]).unwrap().contains(&stop))
+            .expect("the stop in the golden")
     };
     type Run = fn(&str, &str, Value) -> (String, String, Value);
     for run in [complete as Run, stream] {
