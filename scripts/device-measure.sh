@@ -24,6 +24,8 @@ run() {
 }
 
 e2e=("$bin" bench e2e --synthetic qwen2.5-0.5b --json)
+# Decode at depths 0 and 4096 after a 512-token prompt, for any binary (the A/B phases).
+depths=(bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 --runs 3 --depth 0,4096)
 
 for phase in "$@"; do
     case $phase in
@@ -98,8 +100,7 @@ for phase in "$@"; do
         # decode at depths 0 and 4096 with prefill 512, then the batch-size sweep.
         old=./target/release/wginfer-old
         for b in "$old" "$bin" "$old" "$bin"; do
-            run ab "$b" bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 --runs 3 \
-                --depth 0,4096
+            run ab "$b" "${depths[@]}"
         done
         for b in "$old" "$bin"; do
             run ab "$b" bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64
@@ -111,10 +112,9 @@ for phase in "$@"; do
         # against the embedded ones, alternating, at depths 0 and 4096; then its kernel tests.
         : "${VARIANT:?set VARIANT to a folder of replacement .wgsl files}"
         variant=$(realpath "$VARIANT")
-        for round in 1 2 3; do
+        for _ in 1 2 3; do
             for shaders in -uWGINFER_SHADERS WGINFER_SHADERS="$variant"; do
-                run ab-shaders env "$shaders" "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16 \
-                    --prefill 512 --decode 128 --runs 3 --depth 0,4096
+                run ab-shaders env "$shaders" "$bin" "${depths[@]}"
             done
         done
         run ab-shaders env WGINFER_SHADERS="$variant" target/device/kernels
