@@ -7,6 +7,8 @@ use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
+use tokenizers::decoders::DecoderWrapper;
+
 use crate::model::config::ids_field;
 use crate::model::folder::ModelFolder;
 
@@ -35,6 +37,55 @@ pub struct TextTokenizer {
     /// Prepended to plain (non-chat) prompts when the format asks for it (GGUF
     /// `tokenizer.ggml.add_bos_token`); HF folders do this in tokenizer.json itself.
     bos_prefix: Option<u32>,
+    /// How a vocabulary entry spells its bytes (`token_bytes`).
+    spelling: Spelling,
+}
+
+/// How the vocabulary's pieces spell bytes, read from the tokenizer's decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Spelling {
+    /// GPT-2's byte-level BPE: each byte one printable character (a space is "Ġ").
+    ByteLevel,
+    /// SentencePiece: a space is "▁", a byte outside the vocabulary a piece "<0xAB>".
+    Metaspace,
+    /// Anything else: a token's bytes are its decoding alone.
+    Decoded,
+}
+
+impl Spelling {
+    fn of(decoder: Option<&DecoderWrapper>) -> Spelling {
+        match decoder {
+            Some(DecoderWrapper::ByteLevel(_)) => Spelling::ByteLevel,
+            Some(DecoderWrapper::Metaspace(_) | DecoderWrapper::ByteFallback(_)) => Spelling::Metaspace,
+            Some(DecoderWrapper::Replace(_)) => Spelling::Metaspace,
+            Some(DecoderWrapper::Sequence(seq)) => {
+                let parts: Vec<Spelling> = seq.get_decoders().iter().map(|d| Spelling::of(Some(d))).collect();
+                [Spelling::ByteLevel, Spelling::Metaspace]
+                    .into_iter()
+                    .find(|s| parts.contains(s))
+                    .unwrap_or(Spelling::Decoded)
+            }
+            _ => Spelling::Decoded,
+        }
+    }
+}
+
+/// GPT-2's byte-to-character table reversed: printable bytes stand for themselves, the others
+/// (controls, space, 0x7f-0xa0, 0xad) for U+0100 onwards in byte order.
+fn byte_level_byte(c: char) -> Option<u8> {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xa1..=0xac | 0xae..=0xff);
+    let code = u32::from(c);
+    if let Ok(b) = u8::try_from(code) {
+        return printable(b).then_some(b);
+    }
+    let shifted = usize::try_from(code.checked_sub(256)?).ok()?;
+    (0..=255u8).filter(|&b| !printable(b)).nth(shifted)
+}
+
+/// A SentencePiece byte-fallback piece's byte: "<0xAB>".
+fn fallback_byte(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
 }
 
 /// A special-token entry of tokenizer_config.json: a string or {"content": ...}.
@@ -106,7 +157,8 @@ impl TextTokenizer {
         if let Some(g) = generation {
             eos_ids.extend(ids_field(g, "eos_token_id"));
         }
-        Ok(TextTokenizer { inner, chat_template, bos_token, eos_token, eos_ids, bos_prefix: None })
+        let spelling = Spelling::of(inner.get_decoder());
+        Ok(TextTokenizer { inner, chat_template, bos_token, eos_token, eos_ids, bos_prefix: None, spelling })
     }
 
     /// The tokenizer and chat template a GGUF file carries in its metadata.
@@ -116,6 +168,7 @@ impl TextTokenizer {
             crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
         let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true)));
         Ok(TextTokenizer {
+            spelling: Spelling::of(inner.get_decoder()),
             inner,
             chat_template: g.str("tokenizer.chat_template").map(str::to_string),
             bos_token,
@@ -133,6 +186,24 @@ impl TextTokenizer {
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, true).map_err(|e| anyhow!("detokenizing failed: {e}"))
+    }
+
+    /// The bytes token `id` stands for inside a text: its leading space kept, a piece of a
+    /// character its bytes alone (OpenAI's logprobs `bytes`: the pieces of a character add up to
+    /// it), an added token its content. Empty for an id outside the vocabulary.
+    pub fn token_bytes(&self, id: u32) -> Vec<u8> {
+        let Some(piece) = self.inner.id_to_token(id) else { return Vec::new() };
+        if self.inner.get_added_vocabulary().simple_id_to_token(id).is_some() {
+            return piece.into_bytes();
+        }
+        let spelled = match self.spelling {
+            Spelling::ByteLevel => piece.chars().map(byte_level_byte).collect::<Option<Vec<u8>>>(),
+            Spelling::Metaspace => {
+                Some(fallback_byte(&piece).map_or_else(|| piece.replace('\u{2581}', " ").into_bytes(), |b| vec![b]))
+            }
+            Spelling::Decoded => None,
+        };
+        spelled.unwrap_or_else(|| self.decode(&[id]).unwrap_or_default().into_bytes())
     }
 
     pub fn has_chat_template(&self) -> bool {

@@ -253,3 +253,23 @@ mod malformed {
         assert!(msg.contains("ggml type 99") && msg.contains("token_embd.weight"), "{msg}");
     }
 }
+
+/// A token's logprobs `bytes` (`TextTokenizer::token_bytes`) spell the text it was cut from: the
+/// tokens of a text, every one's bytes joined, give the text's bytes back, characters cut into
+/// byte pieces included, for the byte-level vocabularies (tiny Qwen2, Qwen3, Llama 3, SmolLM2)
+/// and the SentencePiece ones (tiny Llama, Gemma 3, gemma-3-270m), whose pieces spell a space
+/// "▁" and bytes outside the vocabulary "<0xAB>".
+#[test]
+fn token_bytes_spell_the_encoded_text() {
+    let stems = ["tiny-llama-q8_0", "tiny-qwen2-q8_0", "tiny-llama3-f32", "tiny-qwen3-q8_0", "tiny-gemma3-q8_0"];
+    let files = stems.iter().map(|s| gguf(s)).chain([smollm2(), gemma3_270m()]);
+    let texts = ["Hello world", "  two spaces, then\ttab and\nnewline", "naïve café, 日本語 and 🦀 (½)"];
+    for path in files {
+        let tok = TextTokenizer::from_gguf(&wginfer::model::gguf::Gguf::open(&path).unwrap()).unwrap();
+        for text in texts {
+            let ids = tok.encode(text, false).unwrap();
+            let spelled: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id)).collect();
+            assert_eq!(String::from_utf8_lossy(&spelled), text, "{}: {ids:?}", path.display());
+        }
+    }
+}

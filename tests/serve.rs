@@ -313,7 +313,8 @@ fn chat_logprobs_are_transformers_log_softmax() {
     let plain_ids = library().tokenizer.as_ref().unwrap().encode("Hello world", true).unwrap();
     let plain_want = alone(&plain_ids, 100);
     let e = library();
-    let name = |id: &Value| e.tokenizer.as_ref().unwrap().decode(&[id.as_u64().unwrap() as u32]).unwrap();
+    let bytes = |id: &Value| e.tokenizer.as_ref().unwrap().token_bytes(id.as_u64().unwrap() as u32);
+    let name = |id: &Value| String::from_utf8_lossy(&bytes(id)).into_owned();
     // A logit error of e moves a log-softmax by at most 2e (e itself, and e in the log-sum).
     let tol = 2.0 * logit_tolerance(&e) as f64;
     let body = json!({"model": MODEL, "messages": chat["messages"], "max_tokens": steps.len(), "temperature": 0,
@@ -324,10 +325,17 @@ fn chat_logprobs_are_transformers_log_softmax() {
     for streamed in [false, true] {
         let content = logprobs_content(url, &body, streamed);
         assert_eq!(content.len(), steps.len(), "streamed: {streamed}");
+        // The tokens' bytes joined spell the answer transformers' ids decode to.
+        let joined: Vec<u8> = content
+            .iter()
+            .flat_map(|c| c["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8))
+            .collect();
+        let step_ids: Vec<u32> = steps.iter().map(|s| s["id"].as_u64().unwrap() as u32).collect();
+        assert_eq!(String::from_utf8_lossy(&joined), e.tokenizer.as_ref().unwrap().decode(&step_ids).unwrap());
         for (i, (c, s)) in content.iter().zip(steps).enumerate() {
             let at = format!("token {i} (streamed: {streamed}): {c}");
             assert_eq!(c["token"], name(&s["id"]), "{at}");
-            assert_eq!(c["bytes"], json!(name(&s["id"]).as_bytes()), "{at}");
+            assert_eq!(c["bytes"], json!(bytes(&s["id"])), "{at}");
             let logprob = c["logprob"].as_f64().unwrap();
             assert!((logprob - s["logprob"].as_f64().unwrap()).abs() <= tol, "{at}: vs {}", s["logprob"]);
             let top = c["top_logprobs"].as_array().unwrap();

@@ -332,13 +332,13 @@ fn logprobs_wanted(endpoint: Endpoint, logprobs: Option<Value>, top: Option<u32>
     }
 }
 
-/// One token of a chat choice's `logprobs.content`: its text, log-probability and UTF-8
-/// bytes, and the same of the most likely tokens. A token's text is its own decoding, so one
-/// that ends inside a character reads as U+FFFD.
+/// One token of a chat choice's `logprobs.content`: its text, log-probability and bytes
+/// (`TextTokenizer::token_bytes`), and the same of the most likely tokens. The bytes of a
+/// character cut over several tokens are each one's share (their text U+FFFD), as OpenAI's.
 pub fn token_logprobs(tok: &TextTokenizer, lp: &TokenLogprobs) -> Value {
     let entry = |id: u32, logprob: f64| {
-        let token = tok.decode(&[id]).unwrap_or_default();
-        json!({"token": token, "logprob": logprob, "bytes": token.as_bytes()})
+        let bytes = tok.token_bytes(id);
+        json!({"token": String::from_utf8_lossy(&bytes), "logprob": logprob, "bytes": bytes})
     };
     let mut v = entry(lp.token, lp.logprob);
     v["top_logprobs"] = lp.top.iter().map(|&(id, l)| entry(id, l)).collect();
