@@ -2,7 +2,7 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | batch | shapes | crossover | split | ab
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | flash | batch | shapes | crossover | split | ab
 #                                        | ab-shaders (with VARIANT=DIR)
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
@@ -55,6 +55,18 @@ for phase in "$@"; do
         done
         # Where a decode step's time goes now (each kernel's mean carries one timestamp's cost).
         run decode "$bin" bench e2e --synthetic qwen2.5-0.5b --type f16 --prefill 512 --decode 4 --runs 1 --profile
+        ;;
+    flash)
+        # The flash kernel's shape (WGINFER_FLASH = threads,score_lanes,max_splits; 256,4,64 built
+        # in) at depths 0 and 4096, then where it overtakes the plain kernel (--attn-threshold 1:
+        # flash past one position).
+        for s in 256,4,64 128,2,64 128,4,128 64,1,64 256,8,128 64,2,128; do
+            run flash env WGINFER_FLASH=$s "$bin" "${depths[@]}"
+        done
+        for t in 1024 1; do
+            run flash "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 \
+                --runs 3 --depth 0,256,512,1024 --attn-threshold $t
+        done
         ;;
     batch)
         sweep=(bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 1,8,64)

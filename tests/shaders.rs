@@ -101,7 +101,9 @@ fn every_kernel_variant_validates() {
             }
         }
         for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {
-            let shape = attention_flash::FlashShape { score_lanes, subgroups, kv_u64 };
+            let threads = attention_flash::WG_THREADS;
+            let max_splits = attention_flash::MAX_SPLITS;
+            let shape = attention_flash::FlashShape { threads, score_lanes, subgroups, kv_u64, max_splits };
             validate("attention_flash", &attention_flash::source(&heads, opts, &plan, kv, shape));
             let shape = attention_split::SplitShape { score_lanes, kv_u64, max_rounds: 4 };
             validate("attention_split", &attention_split::source(&heads, opts, &plan, kv, shape));

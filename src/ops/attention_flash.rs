@@ -1,19 +1,23 @@
 //! `shaders/attention_flash.wgsl`: tiled online-softmax attention (long contexts); a decode
 //! token's positions are split over up to MAX_SPLITS workgroups per head and merged.
 
+use std::sync::OnceLock;
+
 use anyhow::{ensure, Result};
 
 use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::linear::shape_knob;
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 use crate::kv::KvType;
 
+/// Threads per workgroup, unless the knob says otherwise.
 pub const WG_THREADS: u32 = 256;
 /// A decode step's positions are spread over at most this many workgroups per head (a tile
 /// each at 4096 positions of head_dim 64; H200 decode after 4096 positions: 16 712, 32 821,
-/// 64 874 tok/s, docs/PERF.md).
+/// 64 874 tok/s, docs/PERF.md), unless the knob says otherwise.
 pub const MAX_SPLITS: u32 = 64;
 /// Query heads the kernel takes: the merge counters (one per head) lie at the start of the
 /// partials buffer whatever the heads, so kernels of every shape share one buffer.
@@ -22,28 +26,52 @@ pub const MAX_HEADS: u32 = 1024;
 /// Per-adapter choices of the flash kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashShape {
+    pub threads: u32,
     /// Lanes per score (`score_lanes`): a tile is WG_THREADS / score_lanes positions.
     pub score_lanes: u32,
     /// Workgroup reductions through subgroup operations (`reduce_lib`).
     pub subgroups: bool,
     /// K and V read as pairs of u64s (`kv_libs`).
     pub kv_u64: bool,
+    /// Workgroups a decode token's positions spread over per head, at most.
+    pub max_splits: u32,
+}
+
+/// Kernel developers' knob: `WGINFER_FLASH` = "threads,score_lanes,max_splits" (read once).
+fn knob() -> Option<(u32, u32, u32)> {
+    static K: OnceLock<Option<(u32, u32, u32)>> = OnceLock::new();
+    *K.get_or_init(|| {
+        shape_knob("WGINFER_FLASH", "threads,score_lanes,max_splits (powers of 2, threads >= 32)", |n| match *n {
+            [t, l, s] if t >= 32 && [t, l, s].iter().all(|v| v.is_power_of_two()) => Some((t, l, s)),
+            _ => None,
+        })
+    })
 }
 
 impl FlashShape {
     pub fn for_adapter(caps: &Caps, head_dim: u32) -> FlashShape {
-        FlashShape { score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv_u64: kv_u64(caps) }
+        let shape = FlashShape {
+            threads: WG_THREADS,
+            score_lanes: score_lanes(caps, head_dim),
+            subgroups: caps.subgroup,
+            kv_u64: kv_u64(caps),
+            max_splits: MAX_SPLITS,
+        };
+        match knob() {
+            Some((threads, score_lanes, max_splits)) => FlashShape { threads, score_lanes, max_splits, ..shape },
+            None => shape,
+        }
     }
 
     /// Positions per tile.
     fn tile(&self) -> u32 {
-        WG_THREADS / self.score_lanes
+        self.threads / self.score_lanes
     }
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: FlashShape) -> String {
-    let defs = head_defs(h, opts, plan, WG_THREADS)
-        .u32("MAX_SPLITS", MAX_SPLITS)
+    let defs = head_defs(h, opts, plan, shape.threads)
+        .u32("MAX_SPLITS", shape.max_splits)
         .u32("MAX_HEADS", MAX_HEADS)
         .u32("SCORE_LANES", shape.score_lanes);
     let pieces = [
@@ -74,7 +102,7 @@ impl AttentionFlash {
         // step; then split results (max, sum, head_dim sums) per (head, split). One buffer serves
         // every layer (their attention dispatches run one after another) and every kernel of
         // this shape or a smaller one.
-        let words = MAX_HEADS + h.n_heads * MAX_SPLITS * (h.head_dim + 2);
+        let words = MAX_HEADS + h.n_heads * shape.max_splits * (h.head_dim + 2);
         let partials = gpu.scratch("attention flash partials", u64::from(words) * 4)?;
         let [q, kc, vc, o, plan] = b.list();
         let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
@@ -84,7 +112,7 @@ impl AttentionFlash {
     /// `rows` tokens, the one seeing the most positions `context` of them: one token is split
     /// over up to MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
-        let splits = if rows == 1 { context.div_ceil(self.shape.tile()).clamp(1, MAX_SPLITS) } else { 1 };
+        let splits = if rows == 1 { context.div_ceil(self.shape.tile()).clamp(1, self.shape.max_splits) } else { 1 };
         self.bound.record(pass, [self.n_heads, rows, splits]);
     }
 }
