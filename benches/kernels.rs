@@ -10,7 +10,7 @@ use wginfer::kv::KvType;
 use wginfer::model::synthetic::{random_gpu_weight, random_values};
 use wginfer::model::tensor::DType;
 use wginfer::ops::argmax::Argmax;
-use wginfer::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep};
+use wginfer::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep, Thresholds};
 use wginfer::ops::attention_coop;
 use wginfer::ops::attention_flash::AttentionFlash;
 use wginfer::ops::attention_plain::AttentionPlain;
@@ -84,7 +84,7 @@ fn kernels(c: &mut Criterion) {
     let tile_rows = attention_coop::tile_rows(&gpu.caps, heads.head_dim);
     let prompt = Plan::one_sequence(&gpu, 512, rows, 0, 0, tile_rows).unwrap();
     let b = AttnBuffers { q: &q_rows, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o_rows, plan: &prompt };
-    let att = Attention::new(&gpu, &heads, AttnOptions::full(&heads), 512, &b).unwrap();
+    let att = Attention::new(&gpu, &heads, AttnOptions::full(&heads), Thresholds::all(512), &b).unwrap();
     let step = AttnStep { rows, context: rows, tiles: prompt.tiles };
     let kind = att.route(step);
     bench(c, &gpu, &format!("{} {rows} rows", kind.kernel_name()), |p| att.record(p, kind, step));

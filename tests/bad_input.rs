@@ -178,7 +178,7 @@ fn attention_threshold_beyond_workgroup_memory() {
     let gpu = wginfer::gpu::Gpu::new(&Default::default()).unwrap();
     let threshold = gpu.caps.max_workgroup_storage / 4;
     let opts = EngineOptions {
-        forward: ForwardOptions { attn_threshold: threshold, ..Default::default() },
+        forward: ForwardOptions { attn_threshold: Some(threshold), ..Default::default() },
         ..Default::default()
     };
     let msg = match Engine::load(&fixture(), &opts) {

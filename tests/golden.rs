@@ -104,8 +104,10 @@ fn f16_kv_caches_match_transformers_too() {
 #[test]
 fn flash_attention_for_every_context_matches_too() {
     // Threshold 1: every prompt but the 1-token one runs the flash kernel.
-    let opts =
-        EngineOptions { forward: ForwardOptions { attn_threshold: 1, ..Default::default() }, ..Default::default() };
+    let opts = EngineOptions {
+        forward: ForwardOptions { attn_threshold: Some(1), ..Default::default() },
+        ..Default::default()
+    };
     check_model("llama-f32", &opts);
 }
 

@@ -7,7 +7,7 @@ use wginfer::engine::{Engine, EngineOptions, Finish, Generation, Request};
 use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::kv::{KvCache, KvLayout, KvOptions, KvType};
 use wginfer::model::forward::ForwardOptions;
-use wginfer::ops::attention::{split_for, AttnKind, DEFAULT_THRESHOLD};
+use wginfer::ops::attention::{split_for, AttnKind};
 use wginfer::sampling::SamplingParams;
 
 fn engine(forward: ForwardOptions) -> Engine {
@@ -97,13 +97,13 @@ fn sliding_window_keeps_generating_and_matches_the_reference_across_wraps() {
     let case = window_case("sliding_window");
     let slots = case["slots"].as_u64().unwrap() as u32;
     // The plain kernel throughout, then the flash (or split) kernel reading the wrapped ring.
-    for attn_threshold in [DEFAULT_THRESHOLD, 20] {
+    for attn_threshold in [None, Some(20)] {
         let mut e = engine(ForwardOptions {
             kv: KvOptions { context: slots, sliding_window: true, ..Default::default() },
             attn_threshold,
             ..Default::default()
         });
-        let kernel = if attn_threshold == 20 { long_decode_kernel(&e) } else { AttnKind::Plain };
+        let kernel = if attn_threshold.is_some() { long_decode_kernel(&e) } else { AttnKind::Plain };
         let (g, want, kinds) = generate_case(&mut e, &case);
         assert_eq!(g.finish, Finish::Length);
         assert_eq!(g.ids, want, "{kernel:?}: sliding-window greedy ids");
@@ -141,7 +141,7 @@ fn decode_crossing_the_attention_threshold_matches_the_reference() {
     // kernel and moves to the flash kernel, whose decode steps split over 2 workgroups per head
     // (or on CPU adapters the split kernel).
     let case = window_case("threshold_crossing");
-    let attn_threshold = case["attn_threshold"].as_u64().unwrap() as u32;
+    let attn_threshold = Some(case["attn_threshold"].as_u64().unwrap() as u32);
     let mut e = engine(ForwardOptions { attn_threshold, ..Default::default() });
     let (g, want, kinds) = generate_case(&mut e, &case);
     assert_eq!(g.ids, want, "greedy ids across the threshold");

@@ -4,7 +4,7 @@
 use wginfer::gpu::shader::{file_names, Defs};
 use wginfer::kv::KvType;
 use wginfer::model::config::Activation;
-use wginfer::ops::attention::{AttnOptions, DEFAULT_THRESHOLD};
+use wginfer::ops::attention::{AttnOptions, ROWS_THRESHOLD};
 use wginfer::ops::linear::{sources, GemvShape, LinearConfig, LinearShape, Rows};
 use wginfer::ops::plan::PlanLayout;
 use wginfer::ops::qkv_rope::HeadShape;
@@ -97,7 +97,7 @@ fn every_kernel_variant_validates() {
         for (threads, score_lanes, subgroups, kv_u64) in shapes {
             let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv_u64 };
             for kernel in ["attention_plain", "attention_grouped"] {
-                validate(kernel, &attention_plain::source(kernel, &heads, opts, &plan, kv, DEFAULT_THRESHOLD, shape));
+                validate(kernel, &attention_plain::source(kernel, &heads, opts, &plan, kv, ROWS_THRESHOLD, shape));
             }
         }
         for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {

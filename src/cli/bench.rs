@@ -93,9 +93,10 @@ struct E2eArgs {
     /// tokens (16 at depth 0), so long-context decode is measured as users live it.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     depth: Vec<usize>,
-    /// Contexts longer than this use the long-context attention kernels (flash, or split).
-    #[arg(long, default_value_t = crate::ops::attention::DEFAULT_THRESHOLD)]
-    attn_threshold: u32,
+    /// Contexts longer than this use the long-context attention kernels (flash, or split)
+    /// [default: 256 for one-row steps on GPUs, else 1024].
+    #[arg(long)]
+    attn_threshold: Option<u32>,
     /// Runs of each measurement (the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,

@@ -16,7 +16,7 @@ use crate::model::config::Activation;
 use crate::model::synthetic;
 use crate::model::tensor::DType;
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep, DEFAULT_THRESHOLD};
+use crate::ops::attention::{Attention, AttnBuffers, AttnOptions, AttnStep, Thresholds};
 use crate::ops::attention_coop;
 use crate::ops::attention_flash::AttentionFlash;
 use crate::ops::attention_grouped::AttentionGrouped;
@@ -328,7 +328,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let tile_rows = attention_coop::tile_rows(&gpu.caps, h.head_dim);
             let plan = Plan::one_sequence(gpu, ctx, rows, ctx - rows, 0, tile_rows)?;
             let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: KvType::F32, o: &o, plan: &plan };
-            let att = Attention::new(gpu, &h, AttnOptions::full(&h), DEFAULT_THRESHOLD, &b)?;
+            let att = Attention::new(gpu, &h, AttnOptions::full(&h), Thresholds::for_adapter(&gpu.caps), &b)?;
             let step = AttnStep { rows, context: ctx, tiles: plan.tiles };
             let kind = att.route(step);
             let bytes = 2 * kv as u64 * 4 + u64::from(rows * h.q_dim()) * 8;

@@ -72,6 +72,10 @@ pub(super) struct SweepArgs {
     /// Print each concurrency's steps by row count (how many, their wall time) to stderr.
     #[arg(long)]
     steps: bool,
+    /// Contexts longer than this use the long-context attention kernels (flash, or split)
+    /// [default: 256 for one-row steps on GPUs, else 1024].
+    #[arg(long)]
+    attn_threshold: Option<u32>,
 }
 
 /// One concurrency's results.
@@ -106,8 +110,13 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     let context = (a.prompt + a.answer + 16) as u32;
     let parallel = max_b + a.background;
     let kv = KvOptions { layout: KvLayout::Paged, context, parallel, dtype: a.kv_type.kv_type(), ..Default::default() };
-    let forward =
-        ForwardOptions { kv, max_rows: a.max_batch_tokens.max(parallel), profile: a.profile, ..Default::default() };
+    let forward = ForwardOptions {
+        kv,
+        max_rows: a.max_batch_tokens.max(parallel),
+        profile: a.profile,
+        attn_threshold: a.attn_threshold,
+        ..Default::default()
+    };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;
     let vocab = engine.forward.cfg.vocab as u32;

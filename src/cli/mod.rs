@@ -20,7 +20,6 @@ use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
 use crate::kv::{KvLayout, KvOptions, KvType};
 use crate::model::forward::ForwardOptions;
-use crate::ops::attention::DEFAULT_THRESHOLD;
 use crate::sampling::{check_repetition_penalty, check_temperature, check_top_p, SamplingParams};
 
 /// Where `make model` puts the default model (SmolLM2-135M-Instruct).
@@ -132,9 +131,10 @@ pub struct ModelArgs {
     /// sequences in the same --kv-memory; each value rounded to f16).
     #[arg(long, value_enum, default_value_t = KvTypeArg::F32)]
     pub kv_type: KvTypeArg,
-    /// Contexts longer than this use the long-context attention kernels (flash, or split).
-    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
-    pub attn_threshold: u32,
+    /// Contexts longer than this use the long-context attention kernels (flash, or split)
+    /// [default: 256 for one-row steps on GPUs, else 1024].
+    #[arg(long)]
+    pub attn_threshold: Option<u32>,
     /// Time every kernel with GPU timestamps and print the last step's breakdown to stderr.
     #[arg(long)]
     pub profile: bool,

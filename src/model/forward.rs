@@ -23,7 +23,7 @@ use crate::gpu::profiler::{Part, Profiler, Span, Timing};
 use crate::gpu::Gpu;
 use crate::kv::{KvCache, KvOptions};
 use crate::ops::argmax::Argmax;
-use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, DEFAULT_THRESHOLD};
+use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, Thresholds};
 use crate::ops::attention_coop;
 use crate::ops::embedding::Embedding;
 use crate::ops::linear::{InputNorm, LinearConfig, Rows};
@@ -42,8 +42,9 @@ pub struct ForwardOptions {
     pub kv: KvOptions,
     /// Most tokens one step processes (prompts are split into chunks of this size).
     pub max_rows: u32,
-    /// Contexts longer than this use the long-context attention kernels (flash, or split).
-    pub attn_threshold: u32,
+    /// Contexts longer than this use the long-context attention kernels (flash, or split);
+    /// `None`: the adapter's (`attention::Thresholds::for_adapter`).
+    pub attn_threshold: Option<u32>,
     /// Matmul shapes and variants; `None` picks them for the adapter.
     pub linear: Option<LinearConfig>,
     /// Time every dispatch with timestamp queries (when the adapter can).
@@ -52,13 +53,7 @@ pub struct ForwardOptions {
 
 impl Default for ForwardOptions {
     fn default() -> Self {
-        ForwardOptions {
-            kv: KvOptions::default(),
-            max_rows: 512,
-            attn_threshold: DEFAULT_THRESHOLD,
-            linear: None,
-            profile: false,
-        }
+        ForwardOptions { kv: KvOptions::default(), max_rows: 512, attn_threshold: None, linear: None, profile: false }
     }
 }
 
@@ -213,6 +208,7 @@ impl Forward {
         let logits_staging = gpu.buffer("logits_staging", u64::from(max_outs) * vocab_bytes, read)?;
         let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_gpu(gpu));
         let eps = cfg.rms_eps;
+        let threshold = opts.attn_threshold.map_or_else(|| Thresholds::for_adapter(&gpu.caps), Thresholds::all);
         let mut layers = Vec::with_capacity(cfg.layers);
         for (i, (w, (kc, vc))) in weights.layers.iter().zip(&kv.layers).enumerate() {
             // Local layers (Gemma 3): their own RoPE frequencies and window.
@@ -254,7 +250,7 @@ impl Forward {
             };
             layers.push(LayerOps {
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
-                attention: Attention::new(gpu, &heads, attn_opts, opts.attn_threshold, &attn_bufs)?,
+                attention: Attention::new(gpu, &heads, attn_opts, threshold, &attn_bufs)?,
                 o: Matmul::new(gpu, lin, &w.o, &step, &o, out, add, Rows::Tokens)?,
                 gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm, cfg.block.activation)?,
                 down: Matmul::new(gpu, lin, &w.down, &step, &h, out, add, Rows::Tokens)?,

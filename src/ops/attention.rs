@@ -1,6 +1,6 @@
 //! The attention router: the tensor-core kernel for steps of multi-token query tiles where the
 //! adapter has it; else the plain kernel (or the grouped-heads one, `grouped_for`) while the
-//! context is at most `threshold` positions, beyond it the flash kernel (or for steps of up to
+//! context is at most the step's threshold (`Thresholds`), beyond it the flash kernel (or for steps of up to
 //! `attention_split::MAX_ROWS` rows the split one where the adapter takes it, `split_for`).
 
 use std::sync::OnceLock;
@@ -41,8 +41,53 @@ pub fn split_for(caps: &Caps) -> bool {
     knob.unwrap_or(caps.cpu)
 }
 
-/// Default context length (positions) above which the long-context kernels run (flash, split).
-pub const DEFAULT_THRESHOLD: u32 = 1024;
+/// Context length (positions) above which GPUs run one-row steps on the flash kernel, which
+/// splits their positions over workgroups: on an H100, decode after 256 / 512 positions
+/// (Qwen2.5-0.5B, f16) took 1,022 / 1,011 tok/s with it against 985 / 888 with the plain
+/// kernel, while after 128 positions the plain kernel kept its lead (1,036-1,041 against 1,024;
+/// docs/PERF.md).
+pub const GPU_ONE_ROW_THRESHOLD: u32 = 256;
+/// The same for steps of several rows, whose flash workgroups walk a row's positions alone, and
+/// for every step on CPU adapters, where the long-context kernel is the split one (not timed
+/// below 1024 positions there): the batch sweep's 64-row steps lost 0.45% with 256 (docs/PERF.md).
+pub const ROWS_THRESHOLD: u32 = 1024;
+
+/// Context lengths (positions) above which the long-context kernels run: flash, or the split one
+/// (`split_for`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Steps of one row (a single sequence's decode).
+    pub one_row: u32,
+    /// Steps of several rows.
+    pub rows: u32,
+}
+
+impl Thresholds {
+    /// One threshold for every step (`--attn-threshold`).
+    pub fn all(threshold: u32) -> Thresholds {
+        Thresholds { one_row: threshold, rows: threshold }
+    }
+
+    /// What `--attn-threshold` leaves to the adapter.
+    pub fn for_adapter(caps: &Caps) -> Thresholds {
+        match caps.cpu {
+            true => Thresholds::all(ROWS_THRESHOLD),
+            false => Thresholds { one_row: GPU_ONE_ROW_THRESHOLD, rows: ROWS_THRESHOLD },
+        }
+    }
+
+    /// The longest context the plain kernel serves.
+    pub fn plain_max(&self) -> u32 {
+        self.one_row.max(self.rows)
+    }
+
+    fn of_step(&self, rows: u32) -> u32 {
+        match rows {
+            1 => self.one_row,
+            _ => self.rows,
+        }
+    }
+}
 /// The plain kernel keeps a row of scores in workgroup memory; this bounds the threshold.
 pub const MAX_THRESHOLD: u32 = 8192;
 
@@ -181,19 +226,28 @@ pub struct Attention {
     grouped: Option<AttentionGrouped>,
     /// Built where the adapter takes it (`split_for`) and its workgroup fits.
     split: Option<AttentionSplit>,
-    threshold: u32,
+    thresholds: Thresholds,
     n_heads: u32,
     n_kv_heads: u32,
     window: Option<u32>,
 }
 
 impl Attention {
-    pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, threshold: u32, b: &AttnBuffers) -> Result<Attention> {
+    pub fn new(
+        gpu: &Gpu,
+        h: &HeadShape,
+        opts: AttnOptions,
+        thresholds: Thresholds,
+        b: &AttnBuffers,
+    ) -> Result<Attention> {
         anyhow::ensure!(opts.window != Some(0), "an attention window must hold at least one position");
-        anyhow::ensure!(
-            (1..=MAX_THRESHOLD).contains(&threshold),
-            "--attn-threshold {threshold} must be in 1..={MAX_THRESHOLD}"
-        );
+        for threshold in [thresholds.one_row, thresholds.rows] {
+            anyhow::ensure!(
+                (1..=MAX_THRESHOLD).contains(&threshold),
+                "--attn-threshold {threshold} must be in 1..={MAX_THRESHOLD}"
+            );
+        }
+        let threshold = thresholds.plain_max();
         anyhow::ensure!(
             h.n_kv_heads > 0 && h.n_heads.is_multiple_of(h.n_kv_heads),
             "{} query heads are not a multiple of {} KV heads",
@@ -225,7 +279,7 @@ impl Attention {
                 true => AttentionSplit::new(gpu, h, opts, b)?,
                 false => None,
             },
-            threshold,
+            thresholds,
             n_heads: h.n_heads,
             n_kv_heads: h.n_kv_heads,
             window: opts.window,
@@ -236,7 +290,7 @@ impl Attention {
     pub fn route(&self, step: AttnStep) -> AttnKind {
         if self.coop.is_some() && step.tiles > 0 && step.rows >= COOP_MIN_ROWS_PER_TILE * step.tiles {
             AttnKind::Coop
-        } else if step.context <= self.threshold {
+        } else if step.context <= self.thresholds.of_step(step.rows) {
             // Grouped where it keeps at least the workgroups the plain kernel has for one row: a
             // single decode row's KV heads alone leave a CPU adapter's threads idle.
             match self.grouped {

@@ -13,12 +13,15 @@ use crate::gpu::shader::assemble;
 use crate::gpu::{Bound, Caps, Gpu, Kernel};
 use crate::kv::KvType;
 
-/// Threads per workgroup, unless the knob says otherwise.
+/// Threads per workgroup for heads of more than 64 dimensions (`FlashShape::for_adapter`), and
+/// the most any shape takes: head_dim is at most 4 x this.
 pub const WG_THREADS: u32 = 256;
-/// A decode step's positions are spread over at most this many workgroups per head (a tile
-/// each at 4096 positions of head_dim 64; H200 decode after 4096 positions: 16 712, 32 821,
-/// 64 874 tok/s, docs/PERF.md), unless the knob says otherwise.
-pub const MAX_SPLITS: u32 = 64;
+/// A decode step's positions are spread over at most this many workgroups per head, unless the
+/// knob says otherwise: a tile each up to 8192 positions. H200 decode after 4096 positions: 16
+/// 712, 32 821, 64 874 tok/s; H100 with 128 threads, 64 889-893, 128 912-913 (the contexts of
+/// that run pass 64 tiles, so 64 splits took two tiles each), after 8192 799-800 and 804-807
+/// (docs/PERF.md).
+pub const MAX_SPLITS: u32 = 128;
 /// Query heads the kernel takes: the merge counters (one per head) lie at the start of the
 /// partials buffer whatever the heads, so kernels of every shape share one buffer.
 pub const MAX_HEADS: u32 = 1024;
@@ -49,10 +52,19 @@ fn knob() -> Option<(u32, u32, u32)> {
 }
 
 impl FlashShape {
+    /// Heads of up to 64 dimensions take 128 threads and half the lanes per score (a tile
+    /// stays 64 positions), so each thread loads twice the V values of a tile (8): on an H100,
+    /// Qwen2.5-0.5B's decode after 4096 positions took 893 tok/s against 856 with 256 threads,
+    /// after 512 1,011 against 978 (64 threads and one lane 849; tiles of 32 positions with 128
+    /// threads 843, 256 threads 806; docs/PERF.md). Wider heads keep 256 threads (not timed).
     pub fn for_adapter(caps: &Caps, head_dim: u32) -> FlashShape {
+        let (threads, lanes) = match head_dim <= 64 {
+            true => (WG_THREADS / 2, (score_lanes(caps, head_dim) / 2).max(1)),
+            false => (WG_THREADS, score_lanes(caps, head_dim)),
+        };
         let shape = FlashShape {
-            threads: WG_THREADS,
-            score_lanes: score_lanes(caps, head_dim),
+            threads,
+            score_lanes: lanes,
             subgroups: caps.subgroup,
             kv_u64: kv_u64(caps),
             max_splits: MAX_SPLITS,

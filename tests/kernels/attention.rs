@@ -1,6 +1,6 @@
 use super::common::*;
 use wginfer::ops::attention::{
-    split_for, Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, COOP_MIN_ROWS_PER_TILE,
+    split_for, Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, Thresholds, COOP_MIN_ROWS_PER_TILE,
 };
 use wginfer::ops::attention_coop;
 use wginfer::ops::attention_grouped::AttentionGrouped;
@@ -73,7 +73,7 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     let want = attention_ref(&q, &kc, &vc, &h, opts, seqs, block);
     let context = seqs.iter().map(|s| (s.start + s.rows - s.lo) as u32).max().unwrap();
     let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, kv, o: &ob, plan: &plan };
-    let att = Attention::new(gpu, &h, opts, context, &bufs).unwrap();
+    let att = Attention::new(gpu, &h, opts, Thresholds::all(context), &bufs).unwrap();
     // A step of one row per tile (decode rows) is routed by its context: short ones to the
     // plain kernel, or with enough rows to the grouped-heads one where the adapter takes it.
     let step = AttnStep { rows: rows as u32, context, tiles: plan.tiles };
