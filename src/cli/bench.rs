@@ -52,7 +52,8 @@ pub(super) struct ModelChoice {
     /// A GGUF file or Hugging Face folder.
     #[arg(long, conflicts_with = "synthetic", required_unless_present = "synthetic")]
     model: Option<std::path::PathBuf>,
-    /// Random weights with a real model's exact shapes: qwen2.5-0.5b, llama-3.2-1b, smollm2-135m.
+    /// Random weights with a real model's exact shapes: qwen2.5-0.5b, qwen2.5-1.5b, llama-3.2-1b,
+    /// smollm2-135m.
     #[arg(long)]
     synthetic: Option<String>,
     /// Weight type of a synthetic model: f32, f16, or a block type (q8_0, q4_k, iq4_xs, ...).

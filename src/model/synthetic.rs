@@ -52,6 +52,9 @@ pub fn preset(name: &str) -> Result<ModelConfig> {
             max_position: 131072,
             ..base
         },
+        "qwen2.5-1.5b" => {
+            ModelConfig { hidden: 1536, layers: 28, heads: 12, head_dim: 128, intermediate: 8960, ..base }
+        }
         "smollm2-135m" => ModelConfig {
             arch: Arch::Llama,
             hidden: 576,
@@ -65,7 +68,7 @@ pub fn preset(name: &str) -> Result<ModelConfig> {
             max_position: 8192,
             ..base
         },
-        other => bail!("unknown synthetic model {other:?} (qwen2.5-0.5b, llama-3.2-1b, smollm2-135m)"),
+        other => bail!("unknown synthetic model {other:?} (qwen2.5-0.5b, qwen2.5-1.5b, llama-3.2-1b, smollm2-135m)"),
     })
 }
 
