@@ -190,10 +190,12 @@ impl TextTokenizer {
 
     /// The bytes token `id` stands for inside a text: its leading space kept, a piece of a
     /// character its bytes alone (OpenAI's logprobs `bytes`: the pieces of a character add up to
-    /// it), an added token its content. Empty for an id outside the vocabulary.
+    /// it). Every other token is spelled as the decoder spells it, added ones too (Gemma's runs
+    /// of "▁"), but a special token, which decoding leaves out, reads as itself. Empty for an id
+    /// outside the vocabulary.
     pub fn token_bytes(&self, id: u32) -> Vec<u8> {
         let Some(piece) = self.inner.id_to_token(id) else { return Vec::new() };
-        if self.inner.get_added_vocabulary().simple_id_to_token(id).is_some() {
+        if self.inner.get_added_vocabulary().is_special_token(&piece) {
             return piece.into_bytes();
         }
         let spelled = match self.spelling {
@@ -304,5 +306,37 @@ impl StreamDecoder {
         let prefix = tok.decode(&self.ids[self.prefix_offset..self.read_offset])?;
         let text = tok.decode(&self.ids[self.prefix_offset..])?;
         Ok(text.get(prefix.len()..).unwrap_or_default().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SentencePiece vocabulary as Gemma's tokenizer.json has it: runs of "▁" are added
+    /// (not special) tokens, and the decoder turns "▁" into spaces for them too; a special
+    /// token reads as itself; a byte piece is its byte.
+    #[test]
+    fn added_pieces_are_spelled_as_the_decoder_spells_them() {
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "normalizer": null,
+            "pre_tokenizer": null, "post_processor": null,
+            "added_tokens": [
+                {"id": 3, "content": "\u{2581}\u{2581}", "single_word": false, "lstrip": false, "rstrip": false,
+                 "normalized": false, "special": false},
+                {"id": 4, "content": "<eos>", "single_word": false, "lstrip": false, "rstrip": false,
+                 "normalized": false, "special": true}],
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}]},
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": true, "ignore_merges": false,
+                      "vocab": {"\u{2581}a": 0, "<0xE2>": 1, "b": 2, "\u{2581}\u{2581}": 3, "<eos>": 4}, "merges": []},
+        });
+        let tok = TextTokenizer::from_hf_files(json.to_string().as_bytes(), &Value::Null, None, None).unwrap();
+        let spelled: Vec<Vec<u8>> = (0..6).map(|id| tok.token_bytes(id)).collect();
+        let want: [&[u8]; 6] = [b" a", &[0xe2], b"b", b"  ", b"<eos>", b""];
+        assert_eq!(spelled, want.map(<[u8]>::to_vec));
+        assert_eq!(tok.decode(&[3, 0]).unwrap().as_bytes(), [spelled[3].as_slice(), &spelled[0]].concat());
     }
 }
