@@ -24,8 +24,8 @@ run() {
 }
 
 e2e=("$bin" bench e2e --synthetic qwen2.5-0.5b --json)
-# Decode at depths 0 and 4096 after a 512-token prompt, for any binary (the A/B phases).
-depths=(bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 --runs 3 --depth 0,4096)
+# Decode at depths 0, 512 and 4096 after a 512-token prompt, for any binary (the A/B phases).
+depths=(bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 --runs 3 --depth 0,512,4096)
 
 for phase in "$@"; do
     case $phase in
@@ -57,15 +57,20 @@ for phase in "$@"; do
         run decode "$bin" bench e2e --synthetic qwen2.5-0.5b --type f16 --prefill 512 --decode 4 --runs 1 --profile
         ;;
     flash)
-        # The flash kernel's shape (WGINFER_FLASH = threads,score_lanes,max_splits; 256,4,64 built
-        # in) at depths 0 and 4096, then where it overtakes the plain kernel (--attn-threshold 1:
-        # flash past one position).
-        for s in 256,4,64 128,2,64 128,4,128 64,1,64 256,8,128 64,2,128; do
+        # The flash kernel's shape (WGINFER_FLASH = threads,score_lanes,max_splits; built in:
+        # 128,2,128 for heads of 64 dimensions, 256,4,128 for wider ones) at depths 0, 512 and 4096,
+        # on Qwen2.5-0.5B (head_dim 64) and Qwen2.5-1.5B (128); then where one-row steps should
+        # leave the plain kernel (--attn-threshold: 256 built in on GPUs).
+        for s in 128,2,128 256,4,128 128,2,64; do
             run flash env WGINFER_FLASH=$s "$bin" "${depths[@]}"
         done
-        for t in 1024 1; do
+        for s in 256,4,128 128,2,128 128,4,128 512,8,128; do
+            run flash env WGINFER_FLASH=$s "$bin" bench e2e --synthetic qwen2.5-1.5b --json --type f16 --prefill 512 \
+                --decode 128 --runs 3 --depth 0,512,4096
+        done
+        for t in 1024 256 128; do
             run flash "$bin" bench e2e --synthetic qwen2.5-0.5b --json --type f16 --prefill 512 --decode 128 \
-                --runs 3 --depth 0,256,512,1024 --attn-threshold $t
+                --runs 3 --depth 0,128,256,512 --attn-threshold $t
         done
         ;;
     batch)
@@ -109,7 +114,7 @@ for phase in "$@"; do
     ab)
         # A candidate (target/release/wginfer, e.g. built from a branch) against a baseline
         # (target/release/wginfer-old, built from main), alternating so that drift hits both:
-        # decode at depths 0 and 4096 with prefill 512, then the batch-size sweep.
+        # decode at depths 0, 512 and 4096 with prefill 512, then the batch-size sweep.
         old=./target/release/wginfer-old
         for b in "$old" "$bin" "$old" "$bin"; do
             run ab "$b" "${depths[@]}"
@@ -121,7 +126,7 @@ for phase in "$@"; do
     ab-shaders)
         # A shader change timed without a second binary: the WGSL files in $VARIANT (e.g.
         # target/variants/NAME/attention_flash.wgsl, replacing shaders/attention_flash.wgsl)
-        # against the embedded ones, alternating, at depths 0 and 4096; then its kernel tests.
+        # against the embedded ones, alternating, at depths 0, 512 and 4096; then its kernel tests.
         : "${VARIANT:?set VARIANT to a folder of replacement .wgsl files}"
         variant=$(realpath "$VARIANT")
         for _ in 1 2 3; do

@@ -59,7 +59,7 @@ MAX_ATTEMPTS = 100
 # to 129: the ring wraps three times).
 WINDOW = {"slots": 40, "prompt_len": 30, "new_tokens": 100, "seed": 100}
 # Threshold crossing: contexts run from 248 to 271 positions around a threshold of
-# 256, so decode switches from the plain kernel to the flash kernel with 2 splits.
+# 256, so decode switches from the plain kernel to the flash kernel with several splits.
 THRESHOLD = {"attn_threshold": 256, "prompt_len": 248, "new_tokens": 24, "seed": 200}
 # Mistral's window: a 24-token prompt and 40 greedy ids, every layer seeing 16 positions.
 MISTRAL = {"window": 16, "prompt_len": 24, "new_tokens": 40, "seed": 300}

@@ -121,10 +121,10 @@ fn main(
     storageBarrier();
     // The last split of this head merges all of them: thread lid takes value group lid % D4
     // of splits lid / D4, lid / D4 + PARTS, ..., MERGE_LOADS of them at a time, every load of
-    // a batch issued before the first is used (one trip to memory per batch: one at 64 splits
-    // of head_dim 64, where the loads waited on the splits' largest max, then came one split
-    // after another), each folded in with its own max; the threads' sums are then rescaled to
-    // the largest of their maxima.
+    // a batch issued before the first is used (one trip to memory per batch of PARTS x
+    // MERGE_LOADS splits, 32 with 128 threads at head_dim 64, where the loads once waited on the
+    // splits' largest max, then came one split after another), each folded in with its own
+    // max; the threads' sums are then rescaled to the largest of their maxima.
     var m_t = -3.0e38;
     var den = 0.0;
     var sum = vec4<f32>(0.0);

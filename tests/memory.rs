@@ -138,8 +138,8 @@ fn a_step_taken_back_at_the_ring_s_end_is_not_reused() {
 #[test]
 fn decode_crossing_the_attention_threshold_matches_the_reference() {
     // Contexts of 248..=271 positions around a threshold of 256: decode starts on the plain
-    // kernel and moves to the flash kernel, whose decode steps split over 2 workgroups per head
-    // (or on CPU adapters the split kernel).
+    // kernel and moves to the flash kernel, whose decode steps split over 5 workgroups per head
+    // (tiles of 64 positions; 3 of 128 without subgroups), or on CPU adapters the split kernel.
     let case = window_case("threshold_crossing");
     let attn_threshold = Some(case["attn_threshold"].as_u64().unwrap() as u32);
     let mut e = engine(ForwardOptions { attn_threshold, ..Default::default() });

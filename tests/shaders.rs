@@ -100,11 +100,13 @@ fn every_kernel_variant_validates() {
                 validate(kernel, &attention_plain::source(kernel, &heads, opts, &plan, kv, ROWS_THRESHOLD, shape));
             }
         }
-        for (score_lanes, subgroups, kv_u64) in [(1, false, false), (4, true, false), (4, true, true)] {
-            let threads = attention_flash::WG_THREADS;
-            let max_splits = attention_flash::MAX_SPLITS;
-            let shape = attention_flash::FlashShape { threads, score_lanes, subgroups, kv_u64, max_splits };
-            validate("attention_flash", &attention_flash::source(&heads, opts, &plan, kv, shape));
+        for (score_lanes, subgroups, kv_u64) in [(1u32, false, false), (4, true, false), (4, true, true)] {
+            // Heads of up to 64 dimensions take 128 threads and half the lanes.
+            for (threads, lanes) in [(256, score_lanes), (128, score_lanes.div_ceil(2))] {
+                let max_splits = attention_flash::MAX_SPLITS;
+                let shape = attention_flash::FlashShape { threads, score_lanes: lanes, subgroups, kv_u64, max_splits };
+                validate("attention_flash", &attention_flash::source(&heads, opts, &plan, kv, shape));
+            }
             let shape = attention_split::SplitShape { score_lanes, kv_u64, max_rounds: 4 };
             validate("attention_split", &attention_split::source(&heads, opts, &plan, kv, shape));
         }

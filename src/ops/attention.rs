@@ -324,3 +324,20 @@ impl Attention {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On GPUs one-row steps leave the plain kernel at 256 positions, steps of several rows at
+    /// 1024; CPU adapters and `--attn-threshold` give every step one threshold.
+    #[test]
+    fn thresholds_by_rows() {
+        let gpu = Caps { cpu: false, ..Default::default() };
+        let t = Thresholds::for_adapter(&gpu);
+        assert_eq!([t.of_step(1), t.of_step(2), t.of_step(64), t.plain_max()], [256, 1024, 1024, 1024]);
+        let cpu = Thresholds::for_adapter(&Caps { cpu: true, ..Default::default() });
+        assert_eq!([cpu.of_step(1), cpu.of_step(8)], [1024, 1024]);
+        assert_eq!([Thresholds::all(20).of_step(1), Thresholds::all(20).of_step(3)], [20, 20]);
+    }
+}

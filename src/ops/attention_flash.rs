@@ -30,7 +30,7 @@ pub const MAX_HEADS: u32 = 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashShape {
     pub threads: u32,
-    /// Lanes per score (`score_lanes`): a tile is WG_THREADS / score_lanes positions.
+    /// Lanes per score (`score_lanes`): a tile is threads / score_lanes positions.
     pub score_lanes: u32,
     /// Workgroup reductions through subgroup operations (`reduce_lib`).
     pub subgroups: bool,
@@ -70,9 +70,29 @@ impl FlashShape {
             max_splits: MAX_SPLITS,
         };
         match knob() {
-            Some((threads, score_lanes, max_splits)) => FlashShape { threads, score_lanes, max_splits, ..shape },
+            Some((threads, score_lanes, max_splits)) => {
+                let knobbed = FlashShape { threads, score_lanes, max_splits, ..shape };
+                match knobbed.fits(caps, head_dim) {
+                    true => knobbed,
+                    false => {
+                        eprintln!("warning: WGINFER_FLASH does not fit head_dim {head_dim} on this adapter; ignored");
+                        shape
+                    }
+                }
+            }
             None => shape,
         }
+    }
+
+    /// What the kernel assumes of a shape (the built-in ones hold it): lanes that divide a K
+    /// row's vec4s and sit in one subgroup, threads for at least one value group of V in whole
+    /// subgroups, at most 1024, and splits within a dispatch's z.
+    fn fits(&self, caps: &Caps, head_dim: u32) -> bool {
+        let d4 = head_dim / 4;
+        let lanes_ok = self.score_lanes == 1 || (caps.subgroup && self.score_lanes <= caps.min_subgroup_size);
+        let threads_ok = (d4..=1024).contains(&self.threads)
+            && (!caps.subgroup || self.threads.is_multiple_of(caps.max_subgroup_size));
+        lanes_ok && threads_ok && d4.is_multiple_of(self.score_lanes) && self.max_splits <= 65535
     }
 
     /// Positions per tile.
@@ -122,9 +142,37 @@ impl AttentionFlash {
     }
 
     /// `rows` tokens, the one seeing the most positions `context` of them: one token is split
-    /// over up to MAX_SPLITS workgroups per head (a tile of positions each), more tokens are not.
+    /// over up to max_splits workgroups per head (a tile of positions each, or past max_splits
+    /// tiles as few more as hold them, so that no split is left without positions), more
+    /// tokens are not.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32, context: u32) {
-        let splits = if rows == 1 { context.div_ceil(self.shape.tile()).clamp(1, self.shape.max_splits) } else { 1 };
+        let splits = if rows == 1 { splits_for(context.div_ceil(self.shape.tile()), self.shape.max_splits) } else { 1 };
         self.bound.record(pass, [self.n_heads, rows, splits]);
+    }
+}
+
+/// Splits of `tiles` tiles (the kernel gives each ceil(tiles / splits) of them): one tile each
+/// up to `max` tiles, past it as few as hold them at the fewest tiles per split.
+fn splits_for(tiles: u32, max: u32) -> u32 {
+    let tiles = tiles.max(1);
+    tiles.div_ceil(tiles.div_ceil(max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At most `max` splits, each with tiles to walk (the kernel's last split starts before the
+    /// last tile), as few tiles per split as `max` allows.
+    #[test]
+    fn every_split_has_tiles() {
+        for max in [1, 16, 64, 128] {
+            for tiles in 1..2000 {
+                let splits = splits_for(tiles, max);
+                let per = tiles.div_ceil(splits);
+                assert!(splits <= max && per == tiles.div_ceil(max), "{tiles} tiles, max {max}: {splits}");
+                assert!((splits - 1) * per < tiles && splits * per >= tiles, "{tiles} tiles, max {max}: {splits}");
+            }
+        }
     }
 }

@@ -149,11 +149,11 @@ fn ring_wrapped_window() {
 #[test]
 fn decode_split_over_many_workgroups() {
     // One token seeing 1401 positions: the flash kernel spreads them over workgroups per head
-    // (22 tiles of 64 positions where subgroups give 4 lanes per score, else 6 of 256) and
+    // (22 tiles of 64 positions where subgroups give 2 lanes per score, else 11 of 128) and
     // merges; a ring-wrapped 1000-position window; 3601 positions of head_dim 80 (57 splits,
     // or 15), more than the merge's 12 thread groups of 20 (256 threads, 16 in none); 4201
-    // positions (67 tiles over 64 splits of 2 tiles: 30 splits with none, merged in with
-    // weight 0); head_dim 128 (a tile's V values 8 a thread where 4 lanes score).
+    // positions (67 splits: three rounds of the merge's loads, 32 splits each); head_dim 128 (a
+    // tile's V values 8 a thread where 4 lanes score).
     check(HeadShape { n_heads: 6, n_kv_heads: 2, head_dim: 32 }, &[ring(1, 1400, 0)], 1500, 1);
     check(HeadShape { n_heads: 4, n_kv_heads: 1, head_dim: 64 }, &[ring(1, 2500, 1501)], 1000, 1);
     check(HeadShape { n_heads: 2, n_kv_heads: 1, head_dim: 80 }, &[ring(1, 3600, 0)], 3700, 1);
