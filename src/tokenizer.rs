@@ -56,8 +56,9 @@ impl Spelling {
     fn of(decoder: Option<&DecoderWrapper>) -> Spelling {
         match decoder {
             Some(DecoderWrapper::ByteLevel(_)) => Spelling::ByteLevel,
-            Some(DecoderWrapper::Metaspace(_) | DecoderWrapper::ByteFallback(_)) => Spelling::Metaspace,
-            Some(DecoderWrapper::Replace(_)) => Spelling::Metaspace,
+            Some(DecoderWrapper::Metaspace(_) | DecoderWrapper::ByteFallback(_) | DecoderWrapper::Replace(_)) => {
+                Spelling::Metaspace
+            }
             Some(DecoderWrapper::Sequence(seq)) => {
                 let parts: Vec<Spelling> = seq.get_decoders().iter().map(|d| Spelling::of(Some(d))).collect();
                 [Spelling::ByteLevel, Spelling::Metaspace]

@@ -29,6 +29,7 @@ pub const MAX_HEADS: u32 = 1024;
 /// Per-adapter choices of the flash kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashShape {
+    /// Threads per workgroup.
     pub threads: u32,
     /// Lanes per score (`score_lanes`): a tile is threads / score_lanes positions.
     pub score_lanes: u32,
