@@ -1,12 +1,12 @@
 //! `wginfer serve` over loopback with a plain HTTP client: greedy answers equal transformers'
 //! goldens and the library run alone (whole, streamed, and 64 clients at once), stop strings
 //! are cut across tokens, bad requests get their 4xx in OpenAI's shape, keys and CORS are
-//! checked, a full queue answers 503, a client that disconnects frees its KV memory, SIGTERM
+//! checked, a full queue answers 503, a client that disconnects (streamed or not) frees its KV memory, SIGTERM
 //! exits 0.
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -509,13 +509,37 @@ fn keys_full_queues_and_disconnects() {
     assert!(busy.headers().contains_key("retry-after"));
     // The client goes away mid-stream: its sequence is cancelled and its KV memory freed.
     drop(lines);
+    let kv_freed = || {
+        let t = Instant::now();
+        while metric(url, "wginfer_kv_blocks_used") > 0.0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "KV memory still held after the client left");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    kv_freed();
+    let stopped = || metric(url, "wginfer_requests_finished_total{finish=\"stopped\"}");
+    assert_eq!(stopped(), 1.0);
+    let tokens = metric(url, "wginfer_generation_tokens_total");
+    assert!(tokens < 200.0);
+    // The same without streaming: the client sends its request and goes away before the
+    // answer (a socket of its own, closed once the request runs).
+    let body = json!({"model": MODEL, "prompt": "Hello world", "max_tokens": 200, "temperature": 0}).to_string();
+    let mut socket = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer sekrit\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(format!("{head}{body}").as_bytes()).unwrap();
     let t = Instant::now();
-    while metric(url, "wginfer_kv_blocks_used") > 0.0 {
-        assert!(t.elapsed() < Duration::from_secs(10), "KV memory still held after the client left");
-        std::thread::sleep(Duration::from_millis(20));
+    while metric(url, "wginfer_kv_blocks_used") == 0.0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the request never ran");
+        std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(metric(url, "wginfer_requests_finished_total{finish=\"stopped\"}"), 1.0);
-    assert!(metric(url, "wginfer_generation_tokens_total") < 200.0);
+    drop(socket);
+    kv_freed();
+    assert_eq!(stopped(), 2.0);
+    assert!(metric(url, "wginfer_generation_tokens_total") - tokens < 200.0);
     assert_eq!(send(&json!({"model": MODEL, "prompt": "Hi", "max_tokens": 2})).status(), 200);
 }
 
