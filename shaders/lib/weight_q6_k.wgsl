@@ -4,7 +4,14 @@
 // qh bits 2*qd, and scale 2*qd (+1 for the second 16). value = d * scale * (q - 32).
 alias WElem = u32;
 
-fn w_load4(e: u32) -> vec4<f32> {
+// Four values at e (e % 4 == 0): their quants minus 32, and the scale factor d * scale of their
+// group of 16.
+struct Q6Four {
+    q: vec4<f32>,
+    scale: f32,
+}
+
+fn q6_four(e: u32) -> Q6Four {
     let b = (e / 256u) * 53u;
     let j = e % 256u;
     let n = j / 128u;
@@ -17,5 +24,17 @@ fn w_load4(e: u32) -> vec4<f32> {
     let s = n * 8u + l / 16u + 2u * qd;
     let scale = f32(i32(w[b + 48u + s / 4u] << (24u - 8u * (s % 4u))) >> 24u);
     let d = unpack2x16float(w[b + 52u]).x;
-    return d * scale * (vec4<f32>(q) - 32.0);
+    return Q6Four(vec4<f32>(q) - 32.0, d * scale);
+}
+
+fn w_load4(e: u32) -> vec4<f32> {
+    let f = q6_four(e);
+    return f.scale * f.q;
+}
+
+// Eight values share their group's scale (groups of 16 hold whole eights): read once.
+fn w_load8(e: u32) -> W8 {
+    let lo = q6_four(e);
+    let hi = q6_four(e + 4u);
+    return W8(lo.scale * lo.q, lo.scale * hi.q);
 }
