@@ -34,6 +34,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/weight_q5_bits", include_str!("../../shaders/lib/weight_q5_bits.wgsl")),
     ("lib/weight_load8", include_str!("../../shaders/lib/weight_load8.wgsl")),
     ("lib/weight_block32", include_str!("../../shaders/lib/weight_block32.wgsl")),
+    ("lib/weight_affine_block32", include_str!("../../shaders/lib/weight_affine_block32.wgsl")),
     ("lib/u64_bits", include_str!("../../shaders/lib/u64_bits.wgsl")),
     ("lib/words64", include_str!("../../shaders/lib/words64.wgsl")),
     ("lib/weight_rows", include_str!("../../shaders/lib/weight_rows.wgsl")),
