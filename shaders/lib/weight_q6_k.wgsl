@@ -38,3 +38,29 @@ fn w_load8(e: u32) -> W8 {
     let hi = q6_four(e + 4u);
     return W8(lo.scale * lo.q, lo.scale * hi.q);
 }
+
+// The rows core's block at e (e % 32 == 0; lib/linear_gemv_rows): one quarter's 32 values as
+// values (d = 1, m = 0), their words read once and both scales of 16 from one word.
+fn w_block32(e: u32) -> W32 {
+    let b = (e / 256u) * 53u;
+    let j = e % 256u;
+    let n = j / 128u;
+    let qd = (j % 128u) / 32u;
+    let lo_at = b + (n * 64u + (qd & 1u) * 32u) / 4u;
+    let hi_at = b + 32u + n * 8u;
+    let lo_shift = select(0u, 4u, qd >= 2u);
+    let s = n * 8u + 2u * qd;
+    let sw = w[b + 48u + s / 4u];
+    let d = unpack2x16float(w[b + 52u]).x;
+    let scale0 = d * f32(i32(sw << (24u - 8u * (s % 4u))) >> 24u);
+    let scale1 = d * f32(i32(sw << (24u - 8u * ((s + 1u) % 4u))) >> 24u);
+    var v: array<vec4<f32>, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        let lo = w[lo_at + i] >> lo_shift;
+        let hi = w[hi_at + i] >> (2u * qd);
+        let q = (vec4<u32>(lo, lo >> 8u, lo >> 16u, lo >> 24u) & vec4<u32>(15u))
+            | ((vec4<u32>(hi, hi >> 8u, hi >> 16u, hi >> 24u) & vec4<u32>(3u)) << vec4<u32>(4u));
+        v[i] = select(scale1, scale0, i < 4u) * (vec4<f32>(q) - 32.0);
+    }
+    return W32(W8(v[0], v[1]), W8(v[2], v[3]), W8(v[4], v[5]), W8(v[6], v[7]), 1.0, 0.0);
+}

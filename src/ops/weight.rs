@@ -116,8 +116,8 @@ impl WeightType {
 
     /// The pieces that give the rows core (lib/linear_gemv_rows) this type's `w_block32`: the
     /// type's 64-bit reader (lib/weight64_*, the weight bound as u64s), else its own pieces and
-    /// its quants with the block's scale (lib/weight_affine_block32), else four `w_load8`s a
-    /// block.
+    /// its quants with the block's scale (lib/weight_affine_block32), Q6_K's own, else four
+    /// `w_load8`s a block.
     pub fn block32_libs(self) -> Vec<&'static str> {
         match self {
             WeightType::Q8_0 => vec!["lib/words64", "lib/weight64_q8_0"],
@@ -130,6 +130,8 @@ impl WeightType {
             | WeightType::Q5_1
             | WeightType::IQ4_NL
             | WeightType::IQ4_XS => [self.libs(), &["lib/weight_affine_block32"]].concat(),
+            // Its own: two scales a block.
+            WeightType::Q6_K => self.libs().to_vec(),
             _ => [self.libs(), &["lib/weight_block32"]].concat(),
         }
     }
