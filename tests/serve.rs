@@ -1,8 +1,8 @@
 //! `wginfer serve` over loopback with a plain HTTP client: greedy answers equal transformers'
 //! goldens and the library run alone (whole, streamed, and 64 clients at once), stop strings
 //! are cut across tokens, bad requests get their 4xx in OpenAI's shape, keys and CORS are
-//! checked, a full queue answers 503, a client that disconnects (streamed or not) frees its KV memory, SIGTERM
-//! exits 0.
+//! checked, a full queue answers 503, a client that disconnects (streamed or not) frees its KV
+//! memory, SIGTERM exits 0.
 
 mod support;
 

@@ -11,8 +11,8 @@
 // SmolLM2's 3072x576 Q4_1 weight on lavapipe, one row: 1.38 -> 0.29-0.54 ms against
 // lib/linear_gemv (docs/PERF.md).
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
-// w_block32 from lib/weight64_* (with lib/words64) or lib/weight_block32 (with the type's
-// piece); NORMED, gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
+// w_block32 from lib/weight64_* (with lib/words64), lib/weight_affine_block32 or
+// lib/weight_block32 (with the type's piece), or the type's piece (Q6_K); NORMED, gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
 // (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits; w_elem from lib/weight_rows (the
 // weight grouped by rows: each workgroup's blocks one sequential stream). The adapter has
 // SHADER_INT64.

@@ -91,8 +91,8 @@ impl WeightType {
 
     /// The shader pieces that define `WElem`, `w_load4` and `w_load8` for this type, its own
     /// `lib/weight_<name>` first, then pieces shared between types. f16 loads eight values at
-    /// once; `lib/weight_affine` types read a group's scale once for eight; the others pair two
-    /// loads of four (`lib/weight_load8`).
+    /// once; `lib/weight_affine` types read a group's scale once for eight, as Q6_K's own piece
+    /// does; f32 pairs two loads of four (`lib/weight_load8`).
     pub fn libs(self) -> &'static [&'static str] {
         match self {
             WeightType::F32 => &["lib/weight_f32", "lib/weight_load8"],
