@@ -12,8 +12,9 @@
 // lib/linear_gemv (docs/PERF.md).
 // Needs from the kernel: x (array<XElem>), w, store_pair (and step, with lib/rows_of_step);
 // w_block32 from lib/weight64_* (with lib/words64), lib/weight_affine_block32 or
-// lib/weight_block32 (with the type's piece), or the type's piece (Q6_K); NORMED, gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one
-// (XROWS = 1) or lib/rows_of_step; f32x4_of from lib/u64_bits; w_elem from lib/weight_rows (the
+// lib/weight_block32 (with the type's piece), or the type's piece (Q6_K); NORMED,
+// gemv_gamma4, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_one (XROWS = 1) or
+// lib/rows_of_step; f32x4_of from lib/u64_bits; w_elem from lib/weight_rows (the
 // weight grouped by rows: each workgroup's blocks one sequential stream). The adapter has
 // SHADER_INT64.
 // Constants: K (a multiple of 32), N, RPG (2 or 4), XROWS (1, 2 or 4), WG_THREADS (8: the
