@@ -11,6 +11,19 @@ struct Q6Four {
     scale: f32,
 }
 
+// Four quants minus 32 from a word of low nibbles and a word of high bit pairs, each already
+// shifted to its quarter (byte i of each gives value i).
+fn q6_quants(lo: u32, hi: u32) -> vec4<f32> {
+    let q = (vec4<u32>(lo, lo >> 8u, lo >> 16u, lo >> 24u) & vec4<u32>(15u))
+        | ((vec4<u32>(hi, hi >> 8u, hi >> 16u, hi >> 24u) & vec4<u32>(3u)) << vec4<u32>(4u));
+    return vec4<f32>(q) - 32.0;
+}
+
+// d times int8 scale s of a super-block, from the scale word holding it.
+fn q6_scale(word: u32, s: u32, d: f32) -> f32 {
+    return d * f32(i32(word << (24u - 8u * (s % 4u))) >> 24u);
+}
+
 fn q6_four(e: u32) -> Q6Four {
     let b = (e / 256u) * 53u;
     let j = e % 256u;
@@ -19,12 +32,9 @@ fn q6_four(e: u32) -> Q6Four {
     let l = j % 32u;
     let lo = w[b + (n * 64u + (qd & 1u) * 32u + l) / 4u] >> select(0u, 4u, qd >= 2u);
     let hi = w[b + 32u + (n * 32u + l) / 4u] >> (2u * qd);
-    let q = (vec4<u32>(lo, lo >> 8u, lo >> 16u, lo >> 24u) & vec4<u32>(15u))
-        | ((vec4<u32>(hi, hi >> 8u, hi >> 16u, hi >> 24u) & vec4<u32>(3u)) << vec4<u32>(4u));
     let s = n * 8u + l / 16u + 2u * qd;
-    let scale = f32(i32(w[b + 48u + s / 4u] << (24u - 8u * (s % 4u))) >> 24u);
     let d = unpack2x16float(w[b + 52u]).x;
-    return Q6Four(vec4<f32>(q) - 32.0, d * scale);
+    return Q6Four(q6_quants(lo, hi), q6_scale(w[b + 48u + s / 4u], s, d));
 }
 
 fn w_load4(e: u32) -> vec4<f32> {
@@ -52,15 +62,12 @@ fn w_block32(e: u32) -> W32 {
     let s = n * 8u + 2u * qd;
     let sw = w[b + 48u + s / 4u];
     let d = unpack2x16float(w[b + 52u]).x;
-    let scale0 = d * f32(i32(sw << (24u - 8u * (s % 4u))) >> 24u);
-    let scale1 = d * f32(i32(sw << (24u - 8u * ((s + 1u) % 4u))) >> 24u);
+    let scale0 = q6_scale(sw, s, d);
+    let scale1 = q6_scale(sw, s + 1u, d);
     var v: array<vec4<f32>, 8>;
     for (var i = 0u; i < 8u; i++) {
-        let lo = w[lo_at + i] >> lo_shift;
-        let hi = w[hi_at + i] >> (2u * qd);
-        let q = (vec4<u32>(lo, lo >> 8u, lo >> 16u, lo >> 24u) & vec4<u32>(15u))
-            | ((vec4<u32>(hi, hi >> 8u, hi >> 16u, hi >> 24u) & vec4<u32>(3u)) << vec4<u32>(4u));
-        v[i] = select(scale1, scale0, i < 4u) * (vec4<f32>(q) - 32.0);
+        let q = q6_quants(w[lo_at + i] >> lo_shift, w[hi_at + i] >> (2u * qd));
+        v[i] = select(scale1, scale0, i < 4u) * q;
     }
     return W32(W8(v[0], v[1]), W8(v[2], v[3]), W8(v[4], v[5]), W8(v[6], v[7]), 1.0, 0.0);
 }
