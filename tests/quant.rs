@@ -148,6 +148,9 @@ fn gpu_matmul_reads_quantized_weights() {
     // over a copy of the weight dequantized once a step (`dequant_f16`), row after row.
     let dequant = LinearConfig { dequant_once: Some(u64::MAX), ..LinearConfig::default() };
     let mut configs = vec![(adapter, WeightLayout::linear(&gpu), vec![1, 4, 9, GEMV_MAX_ROWS as usize + 1, 300])];
+    // The GPU cores (lanes sharing a weight row: lib/linear_gemv, lib/linear_gemv_batch) on the
+    // row layout, which a CPU adapter's own config leaves to the rows core.
+    configs.push((LinearConfig::default(), WeightLayout::Rows, vec![1, 4]));
     if gpu.caps.shader_f16 {
         configs.push((dequant, WeightLayout::Rows, vec![GEMV_MAX_ROWS as usize + 1, 300]));
     }
@@ -193,5 +196,41 @@ fn gpu_matmul_reads_quantized_weights() {
                 }
             }
         }
+    }
+}
+
+/// An LM head's Q4_K weight (32768 rows or more) takes the one-row GEMV core's long runs
+/// (lib/weight_q4_k_run): its sums against ggml's values, rows built from the fixture's blocks
+/// in an order that differs from row to row.
+#[test]
+fn gpu_gemv_long_runs_read_lm_head_q4_k() {
+    let gpu = gpu();
+    let all = cases();
+    let t = DType::stored_as(WeightType::Q4_K);
+    let (per, size) = t.block();
+    let (quant, want) = mixed_weight(&all, t);
+    let blocks: Vec<(&[u8], &[f32])> = quant.chunks(size).zip(want.chunks(per)).collect();
+    let (n, per_row) = (32768, 2);
+    let cols = per_row * per;
+    let pick = |r: usize, b: usize| blocks[(r * 7 + b * 3 + r / blocks.len()) % blocks.len()];
+    let row_blocks = || (0..n).flat_map(|r| (0..per_row).map(move |b| pick(r, b)));
+    let quant: Vec<u8> = row_blocks().flat_map(|(q, _)| q.to_vec()).collect();
+    let want: Vec<f32> = row_blocks().flat_map(|(_, v)| v.to_vec()).collect();
+    let cfg = LinearConfig::default();
+    let w =
+        Weight::upload_in(&gpu, "w", WeightType::Q4_K, n, cols, &to_gpu_layout(t, &quant), WeightLayout::Rows).unwrap();
+    let x: Vec<f32> = (0..cols).map(|i| ((i * 5 % 11) as f32 - 5.0) / 5.0).collect();
+    let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
+    let yb = gpu.storage("y", (n * 4) as u64).unwrap();
+    let step = Step::buffer(&gpu).unwrap();
+    Step { n_tokens: 1, ..Default::default() }.write(&gpu, &step);
+    let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
+    gpu.run_pass(|p| op.record(p, 1)).unwrap();
+    let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (n * 4) as u64).unwrap()).to_vec();
+    for (j, &g) in got.iter().enumerate() {
+        let products = (0..cols).map(|k| x[k] as f64 * want[j * cols + k] as f64);
+        let dot: f64 = products.clone().sum();
+        let size: f64 = products.map(f64::abs).sum();
+        assert!((g as f64 - dot).abs() <= 1e-6 * size, "y[{j}] = {g}, want {dot}");
     }
 }

@@ -73,8 +73,14 @@ fn tuned_shapes_override_the_heuristic_for_their_weights_only() {
     assert!(std::ptr::eq(t, wginfer::ops::tune::intern(table(32))), "one copy per distinct table");
     let cfg = LinearConfig { tuned: Some(t), ..Default::default() };
     assert_eq!(cfg.gemv_shape(4864, 896, WeightType::F16), GemvShape { lanes: 32, rows: 1, threads: 256 });
-    assert_eq!(cfg.gemv_shape(4864, 896, WeightType::Q4_0), GemvShape::heuristic(4864, 896, false, false));
-    assert_eq!(cfg.gemv_shape(896, 4864, WeightType::F16), GemvShape::heuristic(896, 4864, false, false));
+    assert_eq!(
+        cfg.gemv_shape(4864, 896, WeightType::Q4_0),
+        GemvShape::heuristic(4864, 896, WeightType::Q4_0, false, false)
+    );
+    assert_eq!(
+        cfg.gemv_shape(896, 4864, WeightType::F16),
+        GemvShape::heuristic(896, 4864, WeightType::F16, false, false)
+    );
 }
 
 #[test]

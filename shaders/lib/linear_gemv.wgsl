@@ -2,17 +2,21 @@
 // take lib/linear_gemv_batch. Kept apart from it because the row count known at compile time
 // lets the driver keep everything in registers: the batched core built for one row was 15-38%
 // slower on the H200 (docs/PERF.md).
-// A lane group (LANES threads) computes RPG consecutive outputs. Each lane takes 8 values of a
-// weight row per step (one 16-byte load for f16), strided by LANES * 8 so the group reads each
-// row coalesced; a step issues RPG independent loads and reuses the lane's 8 x values for all
-// of them. The group's partial sums are reduced by lanes_sum (subgroup shuffles where LANES fits
-// in a subgroup: no barrier), and outputs reach the kernel's store_pair as pairs (n, n + 1).
+// A lane group (LANES threads) computes RPG consecutive outputs. Each lane takes a run of W_RUN
+// values of a weight row per step (8 for most weights: one 16-byte load for f16; an LM head's
+// Q4_K runs are chunks of 64 whose quant and scale words are read once), strided by LANES *
+// W_RUN so the group reads each row coalesced; a step issues RPG independent runs and reuses
+// each 8 x values for all of them. The group's partial sums are reduced by lanes_sum (subgroup
+// shuffles where LANES fits in a subgroup: no barrier), and outputs reach the kernel's
+// store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
 // also sum x^2 and the dot products are scaled by 1/rms at the end (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read);
-// w_load8 from the weight piece; w_elem from lib/weight_rows; lanes_sum from lib/lanes_*;
+// W_RUN, WRun, w_run, w_run8 from a run piece (lib/weight_run8, lib/weight_run8_ahead, or a
+// type's long runs: ops/weight.rs); w_elem from lib/weight_rows (a long run only on rows stored
+// row after row: it may span the grouped layout's 32-value groups); lanes_sum from lib/lanes_*;
 // NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
-// Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
+// Constants: K (a multiple of W_RUN), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 
 fn x_vec4(e: XElem) -> vec4<f32> {
@@ -21,7 +25,7 @@ fn x_vec4(e: XElem) -> vec4<f32> {
 
 const GROUPS: u32 = WG_THREADS / LANES;
 const WG_ROWS: u32 = GROUPS * RPG;
-const STRIDE: u32 = LANES * 8u;
+const STRIDE: u32 = LANES * W_RUN;
 const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
 
 var<workgroup> row_sums: array<f32, WG_ROWS>;
@@ -40,15 +44,22 @@ fn main(
     var acc = vec4<f32>(0.0);
     var ss = 0.0;
     for (var c = 0u; c < CHUNKS; c++) {
-        let k = c * STRIDE + lane * 8u;
-        if (k < K) {
-            let i = k / 4u;
-            let xr = W8(x[i], x[i + 1u]);
-            ss += dot8(xr, xr);
-            let xv = gemv_weigh(xr, k);
+        let k0 = c * STRIDE + lane * W_RUN;
+        if (k0 < K) {
+            // Rows past N read row N - 1 (valid memory); their sums are never stored.
+            var runs: array<WRun, RPG>;
             for (var r = 0u; r < RPG; r++) {
-                // Rows past N read row N - 1 (valid memory); their sums are never stored.
-                acc[r] += dot8(w_load8(w_elem(min(n0 + r, N - 1u), k)), xv);
+                runs[r] = w_run(w_elem(min(n0 + r, N - 1u), k0));
+            }
+            for (var p = 0u; p < W_RUN / 8u; p++) {
+                let k = k0 + p * 8u;
+                let i = k / 4u;
+                let xr = W8(x[i], x[i + 1u]);
+                ss += dot8(xr, xr);
+                let xv = gemv_weigh(xr, k);
+                for (var r = 0u; r < RPG; r++) {
+                    acc[r] += dot8(w_run8(runs[r], p), xv);
+                }
             }
         }
     }

@@ -79,19 +79,34 @@ pub struct GemvShape {
 }
 
 impl GemvShape {
-    /// The default for a `[n, k]` weight. From the H200 sweep in docs/PERF.md: many rows want
-    /// short lane groups (more rows in flight), few rows want long ones (more loads per row in
-    /// flight); one output per lane group. On a CPU adapter lane groups of 8 with two outputs
-    /// each: the sums stay in one SIMD-wide subgroup (shuffles, no barrier) and each lane gets a
-    /// long k loop (lavapipe, `wginfer tune --quick`: SmolLM2's 3072x576 Q4_1 6.5 -> 0.86 ms),
-    /// or where the rows core fits (`rows_core`: 8-lane subgroups, whole 32-value blocks) a lane
-    /// per row (3072x576 Q4_1 -> 0.29-0.54 ms, docs/PERF.md).
-    pub fn heuristic(_k: u32, n: u32, cpu: bool, rows_core: bool) -> GemvShape {
+    /// The default for a `[n, k]` weight of type `ty`. On GPUs, from `wginfer tune` on an H100
+    /// and `bench e2e` with its shapes (docs/PERF.md, twenty-fourth session): two outputs per
+    /// lane group; lane groups of 128, and 256 for long rows (k >= 4096) and for f16 and f32
+    /// gate/up weights (8192 <= n < 32768) of k >= 2048, where shorter rows and block types take
+    /// 128 in workgroups of 128; an LM head's lane groups of 128 for f16 and f32, 16 for block
+    /// types, or Q4_K's long runs (`long_runs`) at 32 lanes, four outputs, 64 threads. On a CPU
+    /// adapter lane groups of 8 with two outputs each: the sums stay in one SIMD-wide subgroup
+    /// (shuffles, no barrier) and each lane gets a long k loop (lavapipe, `wginfer tune --quick`:
+    /// SmolLM2's 3072x576 Q4_1 6.5 -> 0.86 ms), or where the rows core fits (`rows_core`: 8-lane
+    /// subgroups, whole 32-value blocks) a lane per row (3072x576 Q4_1 -> 0.29-0.54 ms,
+    /// docs/PERF.md).
+    pub fn heuristic(k: u32, n: u32, ty: WeightType, cpu: bool, rows_core: bool) -> GemvShape {
         if cpu {
             return if rows_core { ROWS_CORE } else { GemvShape { lanes: 8, rows: 2, threads: 256 } };
         }
-        let lanes = if n >= 8192 { 16 } else { 128 };
-        GemvShape { lanes, rows: 1, threads: 256 }
+        if long_runs(ty, n).is_some() {
+            return GemvShape { lanes: 32, rows: 4, threads: 64 };
+        }
+        let (lanes, threads) = match () {
+            _ if n >= LM_HEAD_ROWS && ty.is_quantized() => (16, 256),
+            _ if n >= LM_HEAD_ROWS => (128, 256),
+            // Gate/up weights: Qwen2.5-0.5B's 9728x896, Llama 3.2 1B's 16384x2048 (f16 256 lanes:
+            // decode 813 -> 827 tok/s; Q4_K 128: 877 against 815).
+            _ if n >= 8192 && (k < 2048 || ty.is_quantized()) => (128, 128),
+            _ if n >= 8192 || k >= 4096 => (256, 256),
+            _ => (128, 256),
+        };
+        GemvShape { lanes, rows: 2, threads }
     }
 
     /// The default for the batched core's variant built for `rows` rows, from the H200 sweep
@@ -201,6 +216,19 @@ impl std::fmt::Display for GemvShape {
 /// The rows of x of the widest GEMV variant, which reads each weight once for all of them
 /// (llama.cpp's vector kernels also stop at 8 rows).
 pub const GEMV_WIDE_ROWS: u32 = 8;
+
+/// Weights of at least this many rows are an LM head's (or a tied embedding's) for the GEMV
+/// heuristics: far more rows than a layer's weights, read from memory once a token.
+const LM_HEAD_ROWS: u32 = 32768;
+
+/// The piece of a `[n, _]` weight of type `ty` whose long runs the one-row GEMV core reads
+/// (`WeightType::long_run_lib`), if it takes them: on LM heads only. H100, Llama 3.2 1B's Q4_K
+/// shapes, `wginfer tune` (docs/PERF.md): the 128256x2048 head 109 us against 150 for the best
+/// 8-value shape; the layers' weights were faster in tune's loop (which keeps them in L2) and
+/// slower end to end (decode 782 against 811 tok/s, each core with its tuned shapes).
+fn long_runs(ty: WeightType, n: u32) -> Option<&'static str> {
+    ty.long_run_lib().filter(|_| n >= LM_HEAD_ROWS)
+}
 
 /// Up to this many rows (tokens) per step use a GEMV core; more use the prefill core. Past
 /// GEMV_WIDE_ROWS the widest variant runs one grid z per GEMV_WIDE_ROWS rows, each reading the
@@ -606,7 +634,7 @@ impl LinearConfig {
     pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
         self.gemv
             .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
-            .unwrap_or_else(|| GemvShape::heuristic(k, n, self.cpu, self.rows_core_fits(k)))
+            .unwrap_or_else(|| GemvShape::heuristic(k, n, ty, self.cpu, self.rows_core_fits(k)))
     }
 
     /// What runs `core` on `rows` rows of a `[n, k]` weight of type `ty`, for benchmark tables:
@@ -806,7 +834,12 @@ pub fn sources(
         1 => rows_core(1, g.rows, "lib/rows_one"),
         _ => {
             let (lanes, d) = gemv_defs(g);
-            assemble(name, &d, &[w, &[lanes, gemv_input, "lib/linear_gemv"]].concat())
+            let run = match (s.layout, long_runs(weight, s.n)) {
+                (WeightLayout::Rows, Some(long)) => long,
+                // A run longer than 8 values would span the grouped layout's 32-value groups.
+                _ => weight.run8_lib(),
+            };
+            assemble(name, &d, &[w, &[run, lanes, gemv_input, "lib/linear_gemv"]].concat())
         }
     };
     let batch = GEMV_BATCH_ROWS.map(|rows| {

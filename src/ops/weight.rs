@@ -114,6 +114,26 @@ impl WeightType {
         }
     }
 
+    /// This type's piece for the one-row GEMV core's runs of 8 values (lib/linear_gemv's `W_RUN`,
+    /// `w_run`, `w_run8`): a `w_load8` each, after the lane's x values for f32 and f16 (one or
+    /// two 16-byte loads), before them for block types (lib/weight_run8_ahead).
+    pub fn run8_lib(self) -> &'static str {
+        match self {
+            WeightType::F32 | WeightType::F16 => "lib/weight_run8",
+            _ => "lib/weight_run8_ahead",
+        }
+    }
+
+    /// This type's piece for the one-row GEMV core's long runs (more than 8 values), if it has
+    /// one: Q4_K's 64-value chunks, whose quant and scale words a run reads once.
+    /// `LinearConfig` says which weights take long runs, the others `run8_lib`.
+    pub fn long_run_lib(self) -> Option<&'static str> {
+        match self {
+            WeightType::Q4_K => Some("lib/weight_q4_k_run"),
+            _ => None,
+        }
+    }
+
     /// The pieces that give the rows core (lib/linear_gemv_rows) this type's `w_block32`: the
     /// type's 64-bit reader (lib/weight64_*, the weight bound as u64s), else its own pieces and
     /// its quants with the block's scale (lib/weight_affine_block32), Q6_K's own, else four
