@@ -100,8 +100,8 @@ impl GemvShape {
         let (lanes, threads) = match () {
             _ if n >= LM_HEAD_ROWS && ty.is_quantized() => (16, 256),
             _ if n >= LM_HEAD_ROWS => (128, 256),
-            // Gate/up weights: Qwen2.5-0.5B's 9728x896, Llama 3.2 1B's 16384x2048 (f16 256 lanes:
-            // decode 813 -> 827 tok/s; Q4_K 128: 877 against 815).
+            // Gate/up weights: Qwen2.5-0.5B's 9728x896, Llama 3.2 1B's 16384x2048 (f16 with 256
+            // lanes: decode 813 -> 827 tok/s; Q4_K with 128: 845 against 815).
             _ if n >= 8192 && (k < 2048 || ty.is_quantized()) => (128, 128),
             _ if n >= 8192 || k >= 4096 => (256, 256),
             _ => (128, 256),
