@@ -352,7 +352,17 @@ fn gemma3_block(v: &Value, layers: usize, hidden: usize) -> Result<BlockOptions>
 }
 
 fn parse_rope_scaling(s: &Value) -> Result<RopeScaling> {
-    let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("default");
+    let kind = match s.get("rope_type").or_else(|| s.get("type")) {
+        Some(kind) => kind.as_str().with_context(|| format!("\"rope_type\" is {kind}, not a string"))?,
+        // No type: plain RoPE, unless scaling fields say otherwise (transformers refuses those;
+        // ignoring them would run the model with the wrong frequencies).
+        None => {
+            let fields = s.as_object().into_iter().flat_map(|o| o.keys()).filter(|k| *k != "rope_theta");
+            let fields: Vec<&str> = fields.map(String::as_str).collect();
+            anyhow::ensure!(fields.is_empty(), "no \"rope_type\" (or \"type\") beside {}", fields.join(", "));
+            "default"
+        }
+    };
     Ok(match kind {
         "default" => RopeScaling::None,
         "linear" => RopeScaling::Linear { factor: f32_field(s, "factor")? },
@@ -578,6 +588,13 @@ mod tests {
         let mut c = base();
         c["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
         assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("yarn"));
+        let mut c = base();
+        c["rope_scaling"] = json!({"factor": 8.0});
+        let err = format!("{:#}", parse_config(&c).unwrap_err());
+        assert!(err.contains("rope_scaling") && err.contains("no \"rope_type\" (or \"type\") beside factor"), "{err}");
+        let mut c = base();
+        c["rope_parameters"] = json!({"rope_theta": 1000.0});
+        assert_eq!(parse_config(&c).unwrap().rope_scaling, RopeScaling::None);
         let mut c = base();
         c["head_dim"] = json!(1 << 23);
         assert!(format!("{:#}", parse_config(&c).unwrap_err()).contains("head_dim 8388608 is over"));
