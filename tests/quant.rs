@@ -171,30 +171,47 @@ fn gpu_matmul_reads_quantized_weights() {
             // One row, the 4-row variant, the widest twice over (a partial second grid z), the
             // prefill core (at 300 rows past the tensor-core split core, where it dequantizes once).
             for &rows in row_counts {
-                let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect();
-                let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
-                let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
-                let step = Step::buffer(&gpu).unwrap();
-                Step { n_tokens: rows as u32, ..Default::default() }.write(&gpu, &step);
-                let op = Matmul::new(&gpu, cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
+                let x = input(rows * cols);
+                let got = matmul(&gpu, cfg, &w, &x, rows, n);
                 let prefill = rows as u32 > GEMV_MAX_ROWS;
                 let f16_products = prefill && (once || cfg.coop_for(t.gpu_type(), cols as u32, n as u32).is_some());
-                gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-                let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec();
-                for m in 0..rows {
-                    for j in 0..n {
-                        let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[j * cols + k] as f64);
-                        let dot: f64 = products.clone().sum();
-                        let size: f64 = products.map(f64::abs).sum();
-                        let g = got[m * n + j] as f64;
-                        // f32 products: 20x the worst error on lavapipe (5e-8 of the sum of |products|).
-                        // Tensor cores and the f16 copy round the weights (and tensor cores x) to
-                        // f16 (11 significant bits each), so each product may be off by 2^-10 of itself.
-                        let tol = if f16_products { 1e-3 } else { 1e-6 } * size;
-                        assert!((g - dot).abs() <= tol, "{t:?} {cfg:?} rows={rows}: y[{m}, {j}] = {g}, want {dot}");
-                    }
-                }
+                // f32 products: 20x the worst error on lavapipe (5e-8 of the sum of |products|).
+                // Tensor cores and the f16 copy round the weights (and tensor cores x) to f16 (11
+                // significant bits each), so each product may be off by 2^-10 of itself.
+                let tol = if f16_products { 1e-3 } else { 1e-6 };
+                expect_sums(&got, &x, &want, n, tol, &format!("{t:?} {cfg:?} rows={rows}"));
             }
+        }
+    }
+}
+
+/// Input rows of `len` values in all: small values of both signs, no two neighbours equal.
+fn input(len: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0).collect()
+}
+
+/// y = x w^T on the GPU through `cfg`'s core for `rows` rows of x against the `n` rows of `w`.
+fn matmul(gpu: &Gpu, cfg: &LinearConfig, w: &Weight, x: &[f32], rows: usize, n: usize) -> Vec<f32> {
+    let xb = gpu.storage_from("x", bytemuck::cast_slice(x)).unwrap();
+    let yb = gpu.storage("y", (rows * n * 4) as u64).unwrap();
+    let step = Step::buffer(gpu).unwrap();
+    Step { n_tokens: rows as u32, ..Default::default() }.write(gpu, &step);
+    let op = Matmul::new(gpu, cfg, w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
+    gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
+    bytemuck::cast_slice(&gpu.read_back(&yb, (rows * n * 4) as u64).unwrap()).to_vec()
+}
+
+/// Each y[m, j] of `got` (rows of `n` values) against sum_k x[m, k] want[j, k], within `tol`
+/// times the sum of the products' magnitudes.
+fn expect_sums(got: &[f32], x: &[f32], want: &[f32], n: usize, tol: f64, what: &str) {
+    let cols = want.len() / n;
+    for m in 0..got.len() / n {
+        for j in 0..n {
+            let products = (0..cols).map(|k| x[m * cols + k] as f64 * want[j * cols + k] as f64);
+            let dot: f64 = products.clone().sum();
+            let size: f64 = products.map(f64::abs).sum();
+            let g = got[m * n + j] as f64;
+            assert!((g - dot).abs() <= tol * size, "{what}: y[{m}, {j}] = {g}, want {dot}");
         }
     }
 }
@@ -216,21 +233,9 @@ fn gpu_gemv_long_runs_read_lm_head_q4_k() {
     let row_blocks = || (0..n).flat_map(|r| (0..per_row).map(move |b| pick(r, b)));
     let quant: Vec<u8> = row_blocks().flat_map(|(q, _)| q.to_vec()).collect();
     let want: Vec<f32> = row_blocks().flat_map(|(_, v)| v.to_vec()).collect();
-    let cfg = LinearConfig::default();
     let w =
         Weight::upload_in(&gpu, "w", WeightType::Q4_K, n, cols, &to_gpu_layout(t, &quant), WeightLayout::Rows).unwrap();
-    let x: Vec<f32> = (0..cols).map(|i| ((i * 5 % 11) as f32 - 5.0) / 5.0).collect();
-    let xb = gpu.storage_from("x", bytemuck::cast_slice(&x)).unwrap();
-    let yb = gpu.storage("y", (n * 4) as u64).unwrap();
-    let step = Step::buffer(&gpu).unwrap();
-    Step { n_tokens: 1, ..Default::default() }.write(&gpu, &step);
-    let op = Matmul::new(&gpu, &cfg, &w, &step, &xb, &yb, false, Rows::Tokens).unwrap();
-    gpu.run_pass(|p| op.record(p, 1)).unwrap();
-    let got: Vec<f32> = bytemuck::cast_slice(&gpu.read_back(&yb, (n * 4) as u64).unwrap()).to_vec();
-    for (j, &g) in got.iter().enumerate() {
-        let products = (0..cols).map(|k| x[k] as f64 * want[j * cols + k] as f64);
-        let dot: f64 = products.clone().sum();
-        let size: f64 = products.map(f64::abs).sum();
-        assert!((g as f64 - dot).abs() <= 1e-6 * size, "y[{j}] = {g}, want {dot}");
-    }
+    let x = input(cols);
+    let got = matmul(&gpu, &LinearConfig::default(), &w, &x, 1, n);
+    expect_sums(&got, &x, &want, n, 1e-6, "Q4_K head");
 }

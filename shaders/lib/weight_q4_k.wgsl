@@ -16,6 +16,5 @@ fn w_quants(e: u32) -> vec4<f32> {
     let b = (e / 256u) * 36u;
     let j = e % 256u;
     let l = j % 64u;
-    let q = w[b + 4u + (j / 64u) * 8u + (l % 32u) / 4u] >> select(0u, 4u, l >= 32u);
-    return vec4<f32>(vec4<u32>(q, q >> 8u, q >> 16u, q >> 24u) & vec4<u32>(15u));
+    return nibbles4(w[b + 4u + (j / 64u) * 8u + (l % 32u) / 4u], select(0u, 4u, l >= 32u));
 }
