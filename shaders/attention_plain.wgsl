@@ -8,8 +8,10 @@
 // Row t of the step (any sequence) at absolute position pos sees its sequence's positions
 // kv_lo ..= pos (causal, and what the sequence still holds; a local layer's last WINDOW only),
 // found through lib/plan.
+// Each position's KV slot comes from slot_at: lib/plain_slots_lookup or lib/plain_slots_table.
 // Constants: HD (a multiple of 4, HD / 4 <= WG_THREADS), HQ, HKV, PLAIN_MAX, SCALE, WINDOW,
-// WG_THREADS, SCORE_LANES (dividing HD / 4); lib/plan's.
+// WG_THREADS, SCORE_LANES (dividing HD / 4), SCORE_ROUNDS (rounds of positions scored an
+// iteration, their K loads issued together); lib/plan's.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_u64.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
@@ -19,10 +21,6 @@ var<workgroup> scores: array<f32, PLAIN_MAX>;
 var<workgroup> qs: array<vec4<f32>, D4>;
 var<private> kv_lo: u32;
 var<private> table: SeqTable;
-
-fn slot_at(j: u32) -> u32 {
-    return kv_slot_in(table, kv_lo + j);
-}
 
 fn w_at(j: u32) -> f32 {
     return scores[j];
@@ -59,16 +57,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var e = lid; e < D4; e += WG_THREADS) {
         qs[e] = q[qo + e] * SCALE;
     }
+    fill_slots(lid, n);
     workgroupBarrier();
-    // SCORE_LANES lanes per position: a round covers WG_THREADS / SCORE_LANES positions.
+    // SCORE_LANES lanes per position: a round covers ROUND positions.
+    const ROUND: u32 = WG_THREADS / SCORE_LANES;
     var mx = -3.0e38;
     let lane = lid % SCORE_LANES;
-    for (var j0 = 0u; j0 < n; j0 += WG_THREADS / SCORE_LANES) {
-        let j = j0 + lid / SCORE_LANES;
-        let s = score(slot_at(min(j, n - 1u)), kvh, lane);
-        if (j < n) {
-            scores[j] = s;
-            mx = max(mx, s);
+    for (var j0 = 0u; j0 < n; j0 += SCORE_ROUNDS * ROUND) {
+        var s: array<f32, SCORE_ROUNDS>;
+        for (var r = 0u; r < SCORE_ROUNDS; r++) {
+            s[r] = score(slot_at(min(j0 + r * ROUND + lid / SCORE_LANES, n - 1u)), kvh, lane);
+        }
+        for (var r = 0u; r < SCORE_ROUNDS; r++) {
+            let j = j0 + r * ROUND + lid / SCORE_LANES;
+            if (j < n) {
+                scores[j] = s[r];
+                mx = max(mx, s[r]);
+            }
         }
     }
     mx = wg_max(lid, mx);

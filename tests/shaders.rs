@@ -95,8 +95,11 @@ fn every_kernel_variant_validates() {
     for (opts, kv) in caches {
         let shapes = [(256, 1, false, false), (256, 2, true, false), (256, 4, true, false), (16, 4, true, true)];
         for (threads, score_lanes, subgroups, kv_u64) in shapes {
-            let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv_u64 };
-            for kernel in ["attention_plain", "attention_grouped"] {
+            let shape = attention_plain::PlainShape { threads, score_lanes, subgroups, kv_u64, few_rows: false };
+            let few_rows = attention_plain::PlainShape { few_rows: true, ..shape };
+            for (kernel, shape) in
+                [("attention_plain", shape), ("attention_plain", few_rows), ("attention_grouped", shape)]
+            {
                 validate(kernel, &attention_plain::source(kernel, &heads, opts, &plan, kv, ROWS_THRESHOLD, shape));
             }
         }

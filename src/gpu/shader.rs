@@ -61,6 +61,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/argmax_reduce", include_str!("../../shaders/lib/argmax_reduce.wgsl")),
     ("lib/attention_combine", include_str!("../../shaders/lib/attention_combine.wgsl")),
     ("lib/attention_window", include_str!("../../shaders/lib/attention_window.wgsl")),
+    ("lib/plain_slots_lookup", include_str!("../../shaders/lib/plain_slots_lookup.wgsl")),
+    ("lib/plain_slots_table", include_str!("../../shaders/lib/plain_slots_table.wgsl")),
     ("lib/score_sum_shuffle", include_str!("../../shaders/lib/score_sum_shuffle.wgsl")),
     ("lib/score_sum_one", include_str!("../../shaders/lib/score_sum_one.wgsl")),
     ("lib/linear_tiled", include_str!("../../shaders/lib/linear_tiled.wgsl")),

@@ -1,6 +1,6 @@
 //! `shaders/attention_plain.wgsl`: every score of a row in workgroup memory (short contexts).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
@@ -18,7 +18,19 @@ pub struct PlainShape {
     pub subgroups: bool,
     /// K and V read as pairs of u64s (`kv_libs`).
     pub kv_u64: bool,
+    /// The variant for steps of a few rows (`SLOT_TABLE_MAX_ROWS`): each position's KV slot looked
+    /// up once into workgroup memory (lib/plain_slots_table) and two rounds of positions scored
+    /// an iteration; else lib/plain_slots_lookup, one round. Only the plain kernel has it.
+    pub few_rows: bool,
 }
+
+/// Steps of 2 up to this many rows take the plain kernel's few-rows variant on GPUs: on an H100
+/// the batch sweep's decode tok/s (Qwen2.5-0.5B f16, 128-token prompts and answers in paged
+/// blocks of 16) went 5,320 -> 5,510 at B=8 and 7,790 -> 7,975 at B=16 with it on every step,
+/// while 64-row steps lost 1.2% (18,920 -> 18,690, docs/PERF.md). One-row steps keep the other
+/// variant: not timed with this one. Its outputs are bitwise the other's (the same scores,
+/// maximum and sums in the same order).
+pub const SLOT_TABLE_MAX_ROWS: u32 = 16;
 
 impl PlainShape {
     /// 256 threads on a GPU. On a CPU adapter a workgroup is a loop over its subgroups and each
@@ -31,14 +43,22 @@ impl PlainShape {
             true => (head_dim / 4).next_power_of_two().max(8),
             false => 256,
         };
-        PlainShape { threads, score_lanes: score_lanes(caps, head_dim), subgroups: caps.subgroup, kv_u64: kv_u64(caps) }
+        PlainShape {
+            threads,
+            score_lanes: score_lanes(caps, head_dim),
+            subgroups: caps.subgroup,
+            kv_u64: kv_u64(caps),
+            few_rows: false,
+        }
     }
 
     /// Workgroup memory for contexts up to `max_len` in a workgroup of `heads` query heads (1
     /// for the plain kernel, a KV group's for the grouped one): each head's scores and query, a
-    /// row of reduction values and a vec4 of partial sums per thread.
+    /// row of reduction values and a vec4 of partial sums per thread; the few-rows variant's
+    /// slot table.
     pub fn workgroup_bytes(&self, head_dim: u32, max_len: u32, heads: u32) -> u32 {
-        4 * (heads * (max_len + head_dim) + self.threads) + 16 * self.threads
+        let slots = if self.few_rows { 4 * max_len } else { 0 };
+        4 * (heads * (max_len + head_dim) + self.threads) + 16 * self.threads + slots
     }
 }
 
@@ -54,33 +74,60 @@ pub fn source(
     max_len: u32,
     shape: PlainShape,
 ) -> String {
-    let combine: &[&str] = if kernel == "attention_plain" { &["lib/attention_combine"] } else { &[] };
+    let slots = if shape.few_rows { "lib/plain_slots_table" } else { "lib/plain_slots_lookup" };
+    let plain: &[&str] = if kernel == "attention_plain" { &["lib/attention_combine", slots] } else { &[] };
     let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_window"];
-    assemble(
-        kernel,
-        &head_defs(h, opts, plan, shape.threads).u32("PLAIN_MAX", max_len).u32("SCORE_LANES", shape.score_lanes),
-        &[kv_libs(kv, shape.kv_u64), &pieces, combine].concat(),
-    )
+    let defs = head_defs(h, opts, plan, shape.threads)
+        .u32("PLAIN_MAX", max_len)
+        .u32("SCORE_LANES", shape.score_lanes)
+        .u32("SCORE_ROUNDS", if shape.few_rows { 2 } else { 1 });
+    assemble(kernel, &defs, &[kv_libs(kv, shape.kv_u64), &pieces, plain].concat())
 }
 
-pub struct AttentionPlain(Bound);
+pub struct AttentionPlain {
+    /// Steps of one row or more than SLOT_TABLE_MAX_ROWS, and every step where `few_rows` is
+    /// not built.
+    all_rows: Bound,
+    /// The few-rows variant, on GPUs where its workgroup fits.
+    few_rows: Option<Bound>,
+}
 
 impl AttentionPlain {
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
-        let source = source(
-            "attention_plain",
-            h,
-            opts,
-            &b.plan.layout,
-            b.kv,
-            max_len,
-            PlainShape::for_adapter(&gpu.caps, h.head_dim),
-        );
+        let shape = PlainShape::for_adapter(&gpu.caps, h.head_dim);
+        let few_rows = match gpu.caps.cpu {
+            true => None,
+            false => Self::kernel(gpu, h, opts, max_len, b, PlainShape { few_rows: true, ..shape })?,
+        };
+        let all_rows = Self::kernel(gpu, h, opts, max_len, b, shape)?.with_context(|| {
+            format!("the plain attention kernel's workgroup does not fit contexts of {max_len} positions")
+        })?;
+        Ok(AttentionPlain { all_rows, few_rows })
+    }
+
+    /// The plain kernel of `shape` for contexts up to `max_len`; `None` where its workgroup
+    /// memory does not fit the adapter's.
+    pub fn kernel(
+        gpu: &Gpu,
+        h: &HeadShape,
+        opts: AttnOptions,
+        max_len: u32,
+        b: &AttnBuffers,
+        shape: PlainShape,
+    ) -> Result<Option<Bound>> {
+        if shape.workgroup_bytes(h.head_dim, max_len, 1) > gpu.caps.max_workgroup_storage {
+            return Ok(None);
+        }
+        let source = source("attention_plain", h, opts, &b.plan.layout, b.kv, max_len, shape);
         let k = Kernel::get(gpu, "attention_plain", source)?;
-        Ok(AttentionPlain(k.bind(gpu, &b.list())))
+        Ok(Some(k.bind(gpu, &b.list())))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {
-        self.0.record(pass, [n_heads, rows, 1]);
+        let kernel = match &self.few_rows {
+            Some(k) if (2..=SLOT_TABLE_MAX_ROWS).contains(&rows) => k,
+            _ => &self.all_rows,
+        };
+        kernel.record(pass, [n_heads, rows, 1]);
     }
 }

@@ -4,6 +4,7 @@ use wginfer::ops::attention::{
 };
 use wginfer::ops::attention_coop;
 use wginfer::ops::attention_grouped::AttentionGrouped;
+use wginfer::ops::attention_plain::{AttentionPlain, PlainShape};
 use wginfer::ops::attention_split::{self, AttentionSplit};
 use wginfer::ops::qkv_rope::HeadShape;
 
@@ -107,6 +108,17 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     if let Some(grouped) = AttentionGrouped::new(gpu, &h, opts, context, &bufs).unwrap() {
         run(label("Grouped"), 1e-4, &|p| grouped.record(p, rows as u32));
     }
+    // Both variants of the plain kernel, whichever the adapter's steps of these rows take, with
+    // bitwise equal outputs (a sequence's rows change variant with the batch's size).
+    let mut variants = Vec::new();
+    for few_rows in [false, true] {
+        let shape = PlainShape { few_rows, ..PlainShape::for_adapter(&gpu.caps, h.head_dim) };
+        if let Some(plain) = AttentionPlain::kernel(gpu, &h, opts, context, &bufs, shape).unwrap() {
+            run(label(&format!("Plain {shape:?}")), 1e-4, &|p| plain.record(p, [h.n_heads, rows as u32, 1]));
+            variants.push(read(gpu, &ob, rows * qn).iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+    }
+    assert!(variants.windows(2).all(|w| w[0] == w[1]), "{}: the plain kernel's variants differ", label("Plain"));
     // The split kernel on steps of as few rows as the router gives it, on every adapter (GPUs
     // do not route to it); twice, as the flash kernel.
     let split = split.or_else(|| match rows as u32 <= attention_split::MAX_ROWS {
