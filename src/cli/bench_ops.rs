@@ -303,7 +303,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let cache = if kv_type == KvType::F16 { ", f16 KV" } else { "" };
             let shape = format!("ctx {ctx}, {}x{} heads{cache}", h.n_heads, h.head_dim);
             let plain_shape = attention_plain::PlainShape::for_adapter(&gpu.caps, h.head_dim);
-            if plain_shape.workgroup_bytes(h.head_dim, ctx, 1) <= gpu.caps.max_workgroup_storage {
+            if plain_shape.fits(&gpu.caps, h.head_dim, ctx, 1) {
                 let plain = AttentionPlain::new(gpu, &heads, AttnOptions::full(&heads), ctx, &b)?;
                 r.row("attention_plain", m.name, shape.clone(), (bytes, 0), &|p| plain.record(p, h.n_heads, 1))?;
             }

@@ -10,7 +10,7 @@ use anyhow::Result;
 use super::attention_coop::AttentionCoop;
 use super::attention_flash::AttentionFlash;
 use super::attention_grouped::AttentionGrouped;
-use super::attention_plain::{AttentionPlain, PlainShape};
+use super::attention_plain::AttentionPlain;
 use super::attention_split::{self, AttentionSplit};
 use super::linear::switch_knob;
 use super::plan::{Plan, PlanLayout};
@@ -260,12 +260,6 @@ impl Attention {
             "head_dim {}: the attention kernels need a multiple of 4, at most {}",
             h.head_dim,
             4 * wg
-        );
-        let wg_bytes = PlainShape::for_adapter(&gpu.caps, h.head_dim).workgroup_bytes(h.head_dim, threshold, 1);
-        anyhow::ensure!(
-            wg_bytes <= gpu.caps.max_workgroup_storage,
-            "--attn-threshold {threshold} needs {wg_bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",
-            gpu.caps.max_workgroup_storage
         );
         Ok(Attention {
             plain: AttentionPlain::new(gpu, h, opts, threshold, b)?,

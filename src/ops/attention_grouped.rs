@@ -25,7 +25,7 @@ impl AttentionGrouped {
         b: &AttnBuffers,
     ) -> Result<Option<AttentionGrouped>> {
         let shape = PlainShape::for_adapter(&gpu.caps, h.head_dim);
-        if shape.workgroup_bytes(h.head_dim, max_len, h.n_heads / h.n_kv_heads) > gpu.caps.max_workgroup_storage {
+        if !shape.fits(&gpu.caps, h.head_dim, max_len, h.n_heads / h.n_kv_heads) {
             return Ok(None);
         }
         let k = Kernel::get(

@@ -1,6 +1,6 @@
 //! `shaders/attention_plain.wgsl`: every score of a row in workgroup memory (short contexts).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
 use super::plan::PlanLayout;
@@ -60,6 +60,11 @@ impl PlainShape {
         let slots = if self.few_rows { 4 * max_len } else { 0 };
         4 * (heads * (max_len + head_dim) + self.threads) + 16 * self.threads + slots
     }
+
+    /// Whether `workgroup_bytes` fits the adapter's workgroup memory.
+    pub fn fits(&self, caps: &Caps, head_dim: u32, max_len: u32, heads: u32) -> bool {
+        self.workgroup_bytes(head_dim, max_len, heads) <= caps.max_workgroup_storage
+    }
 }
 
 /// The WGSL of a short-context kernel, `attention_plain` or `attention_grouped`: the same
@@ -93,20 +98,26 @@ pub struct AttentionPlain {
 }
 
 impl AttentionPlain {
+    /// Both variants for contexts up to `max_len` (the router's threshold): an error where the
+    /// all-rows variant's workgroup does not fit the adapter, the few-rows variant left out.
     pub fn new(gpu: &Gpu, h: &HeadShape, opts: AttnOptions, max_len: u32, b: &AttnBuffers) -> Result<AttentionPlain> {
         let shape = PlainShape::for_adapter(&gpu.caps, h.head_dim);
-        let few_rows = match gpu.caps.cpu {
-            true => None,
-            false => Self::kernel(gpu, h, opts, max_len, b, PlainShape { few_rows: true, ..shape })?,
+        let bytes = shape.workgroup_bytes(h.head_dim, max_len, 1);
+        anyhow::ensure!(
+            bytes <= gpu.caps.max_workgroup_storage,
+            "--attn-threshold {max_len} needs {bytes} bytes of workgroup memory; this adapter has {} (lower the threshold)",
+            gpu.caps.max_workgroup_storage
+        );
+        let few = PlainShape { few_rows: true, ..shape };
+        let few_rows = match !gpu.caps.cpu && few.fits(&gpu.caps, h.head_dim, max_len, 1) {
+            true => Some(Self::kernel(gpu, h, opts, max_len, b, few)?),
+            false => None,
         };
-        let all_rows = Self::kernel(gpu, h, opts, max_len, b, shape)?.with_context(|| {
-            format!("the plain attention kernel's workgroup does not fit contexts of {max_len} positions")
-        })?;
-        Ok(AttentionPlain { all_rows, few_rows })
+        Ok(AttentionPlain { all_rows: Self::kernel(gpu, h, opts, max_len, b, shape)?, few_rows })
     }
 
-    /// The plain kernel of `shape` for contexts up to `max_len`; `None` where its workgroup
-    /// memory does not fit the adapter's.
+    /// The plain kernel of `shape` for contexts up to `max_len`, whose workgroup fits
+    /// (`PlainShape::fits`).
     pub fn kernel(
         gpu: &Gpu,
         h: &HeadShape,
@@ -114,13 +125,9 @@ impl AttentionPlain {
         max_len: u32,
         b: &AttnBuffers,
         shape: PlainShape,
-    ) -> Result<Option<Bound>> {
-        if shape.workgroup_bytes(h.head_dim, max_len, 1) > gpu.caps.max_workgroup_storage {
-            return Ok(None);
-        }
+    ) -> Result<Bound> {
         let source = source("attention_plain", h, opts, &b.plan.layout, b.kv, max_len, shape);
-        let k = Kernel::get(gpu, "attention_plain", source)?;
-        Ok(Some(k.bind(gpu, &b.list())))
+        Ok(Kernel::get(gpu, "attention_plain", source)?.bind(gpu, &b.list()))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {

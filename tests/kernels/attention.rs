@@ -113,7 +113,8 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     let mut variants = Vec::new();
     for few_rows in [false, true] {
         let shape = PlainShape { few_rows, ..PlainShape::for_adapter(&gpu.caps, h.head_dim) };
-        if let Some(plain) = AttentionPlain::kernel(gpu, &h, opts, context, &bufs, shape).unwrap() {
+        if shape.fits(&gpu.caps, h.head_dim, context, 1) {
+            let plain = AttentionPlain::kernel(gpu, &h, opts, context, &bufs, shape).unwrap();
             run(label(&format!("Plain {shape:?}")), 1e-4, &|p| plain.record(p, [h.n_heads, rows as u32, 1]));
             variants.push(read(gpu, &ob, rows * qn).iter().map(|v| v.to_bits()).collect::<Vec<_>>());
         }
