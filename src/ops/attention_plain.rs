@@ -24,12 +24,13 @@ pub struct PlainShape {
     pub few_rows: bool,
 }
 
-/// Steps of 2 up to this many rows take the plain kernel's few-rows variant on GPUs: on an H100
+/// Steps of up to this many rows take the plain kernel's few-rows variant on GPUs: on an H100
 /// the batch sweep's decode tok/s (Qwen2.5-0.5B f16, 128-token prompts and answers in paged
 /// blocks of 16) went 5,320 -> 5,510 at B=8 and 7,790 -> 7,975 at B=16 with it on every step,
-/// while 64-row steps lost 1.2% (18,920 -> 18,690, docs/PERF.md). One-row steps keep the other
-/// variant: not timed with this one. Its outputs are bitwise the other's (the same scores,
-/// maximum and sums in the same order).
+/// and one-row decode 1,131 / 1,134 -> 1,144 / 1,143 tok/s in `bench e2e` (a ring slot) and
+/// 1,054 -> 1,097 in the sweep at B=1 (paged blocks; a binary with another change), while
+/// 64-row steps lost 1.2% (18,920 -> 18,690, docs/PERF.md). Its outputs are bitwise the other
+/// variant's (the same scores, maximum and sums in the same order).
 pub const SLOT_TABLE_MAX_ROWS: u32 = 16;
 
 impl PlainShape {
@@ -90,8 +91,8 @@ pub fn source(
 }
 
 pub struct AttentionPlain {
-    /// Steps of one row or more than SLOT_TABLE_MAX_ROWS, and every step where `few_rows` is
-    /// not built.
+    /// Steps of more than SLOT_TABLE_MAX_ROWS rows, and every step where `few_rows` is not
+    /// built.
     all_rows: Bound,
     /// The few-rows variant, on GPUs where its workgroup fits.
     few_rows: Option<Bound>,
@@ -132,7 +133,7 @@ impl AttentionPlain {
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {
         let kernel = match &self.few_rows {
-            Some(k) if (2..=SLOT_TABLE_MAX_ROWS).contains(&rows) => k,
+            Some(k) if rows <= SLOT_TABLE_MAX_ROWS => k,
             _ => &self.all_rows,
         };
         kernel.record(pass, [n_heads, rows, 1]);
