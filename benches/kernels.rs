@@ -71,7 +71,7 @@ fn kernels(c: &mut Criterion) {
     let plan = Plan::one_sequence(&gpu, 512, 1, 511, 0, 0).unwrap();
     let q = buffer(&gpu, &values(heads.q_dim() as usize));
     let o = gpu.storage("o", u64::from(heads.q_dim()) * 4).unwrap();
-    let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o, plan: &plan };
+    let b = AttnBuffers { q: &q, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o, plan: &plan, o_f16: None };
     let plain = AttentionPlain::new(&gpu, &heads, AttnOptions::full(&heads), 512, &b).unwrap();
     bench(c, &gpu, "attention_plain ctx 512", |p| plain.record(p, heads.n_heads, 1));
     let flash = AttentionFlash::new(&gpu, &heads, AttnOptions::full(&heads), &b).unwrap();
@@ -83,7 +83,8 @@ fn kernels(c: &mut Criterion) {
     let o_rows = gpu.storage("o", u64::from(rows * heads.q_dim()) * 4).unwrap();
     let tile_rows = attention_coop::tile_rows(&gpu.caps, heads.head_dim);
     let prompt = Plan::one_sequence(&gpu, 512, rows, 0, 0, tile_rows).unwrap();
-    let b = AttnBuffers { q: &q_rows, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o_rows, plan: &prompt };
+    let b =
+        AttnBuffers { q: &q_rows, k_cache: &kv, v_cache: &kv, kv: KvType::F32, o: &o_rows, plan: &prompt, o_f16: None };
     let att = Attention::new(&gpu, &heads, AttnOptions::full(&heads), Thresholds::all(512), &b).unwrap();
     let step = AttnStep { rows, context: rows, tiles: prompt.tiles };
     let kind = att.route(step);

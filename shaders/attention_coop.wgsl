@@ -22,6 +22,7 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_f16.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+// o as f16 rows too where the o projection reads them (binding 7): lib/out_f16 or lib/out_f16_none.
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 
 const D4: u32 = HD / 4u;
@@ -189,7 +190,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     if (row_ok) {
         let out = ((t0 + r) * HQ + h) * D4;
         for (var c = 0u; c < OC4; c++) {
-            o[out + c * RPL + part] = acc[c] / row_sum;
+            let v = acc[c] / row_sum;
+            o[out + c * RPL + part] = v;
+            store_f16x4(out + c * RPL + part, v);
         }
     }
 }

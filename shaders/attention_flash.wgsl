@@ -20,6 +20,7 @@
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_u64.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+// o as f16 rows too where the o projection reads them (binding 7): lib/out_f16 or lib/out_f16_none.
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 // One merge counter per head (MAX_HEADS of them, so kernels of any head shape can share the
 // buffer), then per (head, split): max, sum, HD weighted V sums (f32 bits).
@@ -162,7 +163,9 @@ fn main(
     let den_all = wg_sum(lid, select(0.0, den, lid % D4 == 0u));
     let sum_all = sum_parts(lid, sum);
     if (lid < D4) {
-        o[qo + lid] = sum_all / den_all;
+        let v = sum_all / den_all;
+        o[qo + lid] = v;
+        store_f16x4(qo + lid, v);
     }
     if (lid == 0u) {
         atomicStore(&partials[counter], 0u);

@@ -11,6 +11,7 @@
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4, lib/kv_u64 or lib/kv_f16.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+// o as f16 rows too where the o projection reads them (binding 7): lib/out_f16 or lib/out_f16_none.
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 
 const GROUP: u32 = HQ / HKV;
@@ -107,7 +108,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var p = 0u; p < PARTS; p++) {
                 total += partial[p * D4 + lid];
             }
-            o[qo + g * D4 + lid] = total / den[g];
+            let v = total / den[g];
+            o[qo + g * D4 + lid] = v;
+            store_f16x4(qo + g * D4 + lid, v);
         }
         workgroupBarrier();
     }

@@ -15,6 +15,7 @@
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4 or lib/kv_u64.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+// o as f16 rows too where the o projection reads them (binding 7): lib/out_f16 or lib/out_f16_none.
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 
 var<workgroup> scores: array<f32, PLAIN_MAX>;

@@ -20,6 +20,7 @@
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 // Bindings 1 and 2, the K and V caches: lib/kv_vec4, lib/kv_u64 or lib/kv_f16.
 @group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+// o as f16 rows too where the o projection reads them (binding 7): lib/out_f16 or lib/out_f16_none.
 @group(0) @binding(4) var<storage, read> plan: array<u32>;
 // A counter per (row, KV head) of up to MAX_ROWS x MAX_KV_HEADS, then per (row, head, split):
 // max, weight sum, HD weighted V sums (f32 bits). The counters come first, at the same place
@@ -199,7 +200,9 @@ fn main(
                 den += weight_part[p * D4];
             }
             if (splits == 1u) {
-                o[qo + g * D4 + lid] = total / den;
+                let v = total / den;
+                o[qo + g * D4 + lid] = v;
+                store_f16x4(qo + g * D4 + lid, v);
             } else {
                 let at = partial_at(t, kvh * GROUP + g, wg.z);
                 if (lid == 0u) {
@@ -256,7 +259,9 @@ fn main(
                 }
             }
         }
-        o[qo + i] = sum / den;
+        let v = sum / den;
+        o[qo + i] = v;
+        store_f16x4(qo + i, v);
     }
     if (lid == 0u) {
         atomicStore(&partials[counter], 0u);

@@ -12,6 +12,8 @@
 @group(0) @binding(1) var<storage, read> x: array<XElem>;
 @group(0) @binding(2) var<storage, read> w: array<WElem>;
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
+// h as f16 rows too where the down projection reads them (binding 7): lib/out_f16 or
+// lib/out_f16_none.
 
 // silu(v), or with GELU_TANH 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) as PyTorch's
 // gelu(approximate="tanh"); tanh from exp of a non-positive argument, which cannot overflow.
@@ -24,16 +26,24 @@ fn act(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
+// A gate part's outputs are not h yet: only finished values get their f16 copy (store_f16).
 fn store_pair(m: u32, n: u32, v0: f32, v1: f32) {
     if (GATE_ROWS && UP_ROWS) {
-        h[m * INTER + (ROW_LO + n) / 2u] = act(v0) * v1;
+        let i = m * INTER + (ROW_LO + n) / 2u;
+        let v = act(v0) * v1;
+        h[i] = v;
+        store_f16(i, v);
     } else if (GATE_ROWS) {
         let i = m * INTER + ROW_LO + n;
         h[i] = v0;
         h[i + 1u] = v1;
     } else {
         let i = m * INTER + ROW_LO - INTER + n;
-        h[i] = act(h[i]) * v0;
-        h[i + 1u] = act(h[i + 1u]) * v1;
+        let a = act(h[i]) * v0;
+        let b = act(h[i + 1u]) * v1;
+        h[i] = a;
+        h[i + 1u] = b;
+        store_f16(i, a);
+        store_f16(i + 1u, b);
     }
 }

@@ -47,10 +47,10 @@ fn every_kernel_variant_validates() {
             ("matmul", matmul::defs(true, 896, 0)),
             ("qkv_rope", qkv_rope::defs(&heads, &plan, KvType::F32, true, false, 0)),
             ("qkv_rope", qkv_rope::defs(&heads, &plan, KvType::F16, false, true, 1152)),
-            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::Silu)),
-            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::GeluTanh)),
-            ("swiglu", swiglu::defs(1152, GateUpRows::Gate, 0, Activation::Silu)),
-            ("swiglu", swiglu::defs(1152, GateUpRows::Up, 1152, Activation::GeluTanh)),
+            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::Silu, false)),
+            ("swiglu", swiglu::defs(576, GateUpRows::Interleaved, 0, Activation::GeluTanh, true)),
+            ("swiglu", swiglu::defs(1152, GateUpRows::Gate, 0, Activation::Silu, true)),
+            ("swiglu", swiglu::defs(1152, GateUpRows::Up, 1152, Activation::GeluTanh, true)),
         ];
         for (name, defs) in linear {
             for cfg in &configs {
@@ -90,8 +90,9 @@ fn every_kernel_variant_validates() {
             &probe_launch::source(&probe_launch::LaunchShape { workgroups: 1, threads: 64, read_step }, 1),
         );
     }
-    let caches =
-        [(AttnOptions::full(&heads), KvType::F32), (AttnOptions { scale: 0.2, window: Some(512) }, KvType::F16)];
+    // The second with o written as f16 rows too (lib/out_f16).
+    let windowed = AttnOptions { scale: 0.2, window: Some(512), o_f16: true };
+    let caches = [(AttnOptions::full(&heads), KvType::F32), (windowed, KvType::F16)];
     for (opts, kv) in caches {
         let shapes = [(256, 1, false, false), (256, 2, true, false), (256, 4, true, false), (16, 4, true, true)];
         for (threads, score_lanes, subgroups, kv_u64) in shapes {

@@ -37,6 +37,8 @@ fn sum_parts(lid: u32, acc: vec4<f32>) -> vec4<f32> {
 fn combine_parts(lid: u32, acc: vec4<f32>, denominator: f32, qo: u32) {
     let total = sum_parts(lid, acc);
     if (lid < D4) {
-        o[qo + lid] = total / denominator;
+        let v = total / denominator;
+        o[qo + lid] = v;
+        store_f16x4(qo + lid, v);
     }
 }

@@ -596,7 +596,7 @@ impl GemvBench {
                     layout: part.layout,
                 };
                 let k = LinearKernels::new(gpu, "matmul", &matmul::defs(false, w.rows, 0), part.ty, &shape, cfg)?;
-                BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], norm)
+                BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], norm, Default::default())
             })
             .collect::<Result<Vec<_>>>()?;
         let core = core.unwrap_or_else(|| ops[0].core_for(rows));

@@ -298,7 +298,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let o = gpu.storage("o", u64::from(heads.q_dim()) * 4)?;
             Step { n_tokens: 1, n_out: 1, pad: [0; 2] }.write(gpu, &step);
             let plan = Plan::one_sequence(gpu, ctx, 1, ctx - 1, 0, 0)?;
-            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: kv_type, o: &o, plan: &plan };
+            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: kv_type, o: &o, plan: &plan, o_f16: None };
             let bytes = 2 * kv as u64 * kv_type.bytes() + u64::from(heads.q_dim()) * 8;
             let cache = if kv_type == KvType::F16 { ", f16 KV" } else { "" };
             let shape = format!("ctx {ctx}, {}x{} heads{cache}", h.n_heads, h.head_dim);
@@ -327,7 +327,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
             let o = gpu.storage("o", u64::from(rows * h.q_dim()) * 4)?;
             let tile_rows = attention_coop::tile_rows(&gpu.caps, h.head_dim);
             let plan = Plan::one_sequence(gpu, ctx, rows, ctx - rows, 0, tile_rows)?;
-            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: KvType::F32, o: &o, plan: &plan };
+            let b = AttnBuffers { q: &q, k_cache: &kc, v_cache: &vc, kv: KvType::F32, o: &o, plan: &plan, o_f16: None };
             let att = Attention::new(gpu, &h, AttnOptions::full(&h), Thresholds::for_adapter(&gpu.caps), &b)?;
             let step = AttnStep { rows, context: ctx, tiles: plan.tiles };
             let kind = att.route(step);
@@ -397,7 +397,7 @@ pub(super) fn run(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &
         r.row("qkv_rope", m.name, shape, (wqkv.gpu_bytes(), 0), &|p| qkv.record(p, 1))?;
         let wgu = f16_weight(gpu, "gate_up", 2 * m.inter, m.d)?;
         let norm = Some(InputNorm { weight: &gamma, eps: 1e-6 });
-        let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, &y, norm, Activation::Silu)?;
+        let swiglu = SwiGlu::new(gpu, &cfg, &wgu, &step, &x, (&y, None), norm, Activation::Silu)?;
         let shape = format!("{}x{} f16", wgu.rows, m.d);
         r.row("swiglu", m.name, shape, (wgu.gpu_bytes(), 0), &|p| swiglu.record(p, 1))?;
         // The prefill matmul core on the gate/up shape.

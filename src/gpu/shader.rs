@@ -47,6 +47,8 @@ const FILES: &[(&str, &str)] = &[
     ("lib/reduce", include_str!("../../shaders/lib/reduce.wgsl")),
     ("lib/reduce_subgroup", include_str!("../../shaders/lib/reduce_subgroup.wgsl")),
     ("lib/kv_vec4", include_str!("../../shaders/lib/kv_vec4.wgsl")),
+    ("lib/out_f16", include_str!("../../shaders/lib/out_f16.wgsl")),
+    ("lib/out_f16_none", include_str!("../../shaders/lib/out_f16_none.wgsl")),
     ("lib/kv_u64", include_str!("../../shaders/lib/kv_u64.wgsl")),
     ("lib/kv_f16", include_str!("../../shaders/lib/kv_f16.wgsl")),
     ("lib/kv_pair_f32", include_str!("../../shaders/lib/kv_pair_f32.wgsl")),

@@ -26,7 +26,7 @@ use crate::ops::argmax::Argmax;
 use crate::ops::attention::{Attention, AttnBuffers, AttnKind, AttnOptions, AttnStep, Thresholds};
 use crate::ops::attention_coop;
 use crate::ops::embedding::Embedding;
-use crate::ops::linear::{InputNorm, LinearConfig, Rows};
+use crate::ops::linear::{x_f16_bytes, InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
 use crate::ops::plan::{Plan, PlanLayout, PlanRow, PlanSeq};
 use crate::ops::qk_norm::QkNorm;
@@ -207,6 +207,16 @@ impl Forward {
         let id_staging = [staging()?, staging()?];
         let logits_staging = gpu.buffer("logits_staging", u64::from(max_outs) * vocab_bytes, read)?;
         let lin = &opts.linear.unwrap_or_else(|| LinearConfig::for_gpu(gpu));
+        // On tensor cores attention and SwiGLU write their outputs as f16 rows too, which the o
+        // and down projections read there instead of converting them first (`F16Rows`).
+        let act_f16 = match lin.coop {
+            Some(_) => {
+                let bytes = x_f16_bytes(&o, qn as u32).max(x_f16_bytes(&h, cfg.intermediate as u32));
+                Some(gpu.storage("o_h_f16", bytes)?)
+            }
+            None => None,
+        };
+        let act_f16 = act_f16.as_ref();
         let eps = cfg.rms_eps;
         let threshold = opts.attn_threshold.map_or_else(|| Thresholds::for_adapter(&gpu.caps), Thresholds::all);
         let mut layers = Vec::with_capacity(cfg.layers);
@@ -217,6 +227,7 @@ impl Forward {
             let attn_opts = AttnOptions {
                 scale: cfg.block.attn_scale.unwrap_or(AttnOptions::full(&heads).scale),
                 window: cfg.layer_window(i).map(|w| w.min(u32::MAX as usize) as u32),
+                o_f16: act_f16.is_some(),
             };
             // Both norms of the layer are fused into the projections that read them.
             let qkv_bufs = QkvBuffers {
@@ -232,7 +243,8 @@ impl Forward {
                 norm: Some(InputNorm { weight: &w.attn_norm, eps }),
                 qk_norm: w.qk_norm.as_ref().map(|weight| QkNorm { weight, eps }),
             };
-            let attn_bufs = AttnBuffers { q: &q, k_cache: kc, v_cache: vc, kv: opts.kv.dtype, o: &o, plan: &plan };
+            let attn_bufs =
+                AttnBuffers { q: &q, k_cache: kc, v_cache: vc, kv: opts.kv.dtype, o: &o, plan: &plan, o_f16: act_f16 };
             let mlp_norm = Some(InputNorm { weight: &w.mlp_norm, eps });
             // Without post-norms o and down add onto x; with them they write y, whose norm is
             // added onto x.
@@ -251,9 +263,9 @@ impl Forward {
             layers.push(LayerOps {
                 qkv: QkvRope::new(gpu, lin, &w.qkv, &heads, &qkv_bufs)?,
                 attention: Attention::new(gpu, &heads, attn_opts, threshold, &attn_bufs)?,
-                o: Matmul::new(gpu, lin, &w.o, &step, &o, out, add, Rows::Tokens)?,
-                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, &h, mlp_norm, cfg.block.activation)?,
-                down: Matmul::new(gpu, lin, &w.down, &step, &h, out, add, Rows::Tokens)?,
+                o: Matmul::with_f16_input(gpu, lin, &w.o, (&step, &o, act_f16), out, add, Rows::Tokens)?,
+                gate_up: SwiGlu::new(gpu, lin, &w.gate_up, &step, &x, (&h, act_f16), mlp_norm, cfg.block.activation)?,
+                down: Matmul::with_f16_input(gpu, lin, &w.down, (&step, &h, act_f16), out, add, Rows::Tokens)?,
                 post_norms,
             });
         }

@@ -145,23 +145,31 @@ pub struct AttnOptions {
     /// A row attends to the last `window` positions only, its own included (a local layer's
     /// sliding window); `None`: every position its sequence holds.
     pub window: Option<u32>,
+    /// The kernels also write o as f16 rows (`AttnBuffers::o_f16`, lib/out_f16), which the o
+    /// projection's tensor-core cores read instead of converting o in a dispatch of their own.
+    pub o_f16: bool,
 }
 
 impl AttnOptions {
     /// Every position, scores scaled by 1 / sqrt(head_dim).
     pub fn full(h: &HeadShape) -> AttnOptions {
-        AttnOptions { scale: 1.0 / (h.head_dim as f32).sqrt(), window: None }
+        AttnOptions { scale: 1.0 / (h.head_dim as f32).sqrt(), window: None, o_f16: false }
     }
 }
 
-pub fn head_defs(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, wg_threads: u32) -> Defs {
+/// Constants and pieces every attention kernel takes. `past_gemv`: the kernel serves steps of
+/// more than GEMV_MAX_ROWS rows, whose o projection runs a tensor-core core that reads o's f16
+/// copy (`opts.o_f16`); a kernel serving only fewer rows leaves the copy unwritten.
+pub fn head_defs(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, wg_threads: u32, past_gemv: bool) -> Defs {
     let d = Defs::new()
         .u32("HD", h.head_dim)
         .u32("HQ", h.n_heads)
         .u32("HKV", h.n_kv_heads)
         .f32("SCALE", opts.scale)
         .u32("WINDOW", opts.window.unwrap_or(0))
-        .u32("WG_THREADS", wg_threads);
+        .u32("WG_THREADS", wg_threads)
+        .piece(if opts.o_f16 { "lib/out_f16" } else { "lib/out_f16_none" })
+        .bool("F16_COPY", past_gemv);
     plan.defs(d)
 }
 
@@ -174,12 +182,16 @@ pub struct AttnBuffers<'a> {
     pub o: &'a wgpu::Buffer,
     /// Each row's sequence and position, each sequence's KV blocks.
     pub plan: &'a Plan,
+    /// o as f16 rows as well, where `AttnOptions::o_f16` asks for them (binding 7).
+    pub o_f16: Option<&'a wgpu::Buffer>,
 }
 
 impl AttnBuffers<'_> {
-    /// Bindings 0-4 of both kernels.
-    pub fn list(&self) -> [&wgpu::Buffer; 5] {
-        [self.q, self.k_cache, self.v_cache, self.o, &self.plan.buffer]
+    /// Bindings 0-4 of every kernel, then `extra` from binding 5 on, and `o_f16` at 7.
+    pub fn entries<'b>(&'b self, extra: &[&'b wgpu::Buffer]) -> Vec<(u32, &'b wgpu::Buffer)> {
+        let first = [self.q, self.k_cache, self.v_cache, self.o, &self.plan.buffer];
+        let listed = first.into_iter().chain(extra.iter().copied()).enumerate().map(|(i, b)| (i as u32, b));
+        listed.chain(self.o_f16.map(|b| (7, b))).collect()
     }
 }
 
@@ -241,6 +253,7 @@ impl Attention {
         b: &AttnBuffers,
     ) -> Result<Attention> {
         anyhow::ensure!(opts.window != Some(0), "an attention window must hold at least one position");
+        anyhow::ensure!(opts.o_f16 == b.o_f16.is_some(), "attention's f16 rows of o need both the option and a buffer");
         for threshold in [thresholds.one_row, thresholds.rows] {
             anyhow::ensure!(
                 (1..=MAX_THRESHOLD).contains(&threshold),

@@ -74,7 +74,7 @@ pub fn tile_rows(caps: &Caps, head_dim: u32) -> u32 {
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: CoopAttnShape) -> String {
-    let defs = head_defs(h, opts, plan, shape.sg * shape.subgroups)
+    let defs = head_defs(h, opts, plan, shape.sg * shape.subgroups, true)
         .u32("SG", shape.sg)
         .u32("SUBGROUPS", shape.subgroups)
         .u32("BC", shape.bc)
@@ -96,7 +96,7 @@ impl AttentionCoop {
             return Ok(None);
         }
         let k = Kernel::get(gpu, "attention_coop", source(h, opts, &b.plan.layout, b.kv, shape))?;
-        Ok(Some(AttentionCoop { bound: k.bind(gpu, &b.list()), n_heads: h.n_heads }))
+        Ok(Some(AttentionCoop { bound: k.bind_at(gpu, &b.entries(&[])), n_heads: h.n_heads }))
     }
 
     /// The plan's `tiles` query tiles.

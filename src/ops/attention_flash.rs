@@ -103,7 +103,7 @@ impl FlashShape {
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: FlashShape) -> String {
-    let defs = head_defs(h, opts, plan, shape.threads)
+    let defs = head_defs(h, opts, plan, shape.threads, true)
         .u32("MAX_SPLITS", shape.max_splits)
         .u32("MAX_HEADS", MAX_HEADS)
         .u32("SCORE_LANES", shape.score_lanes);
@@ -137,8 +137,7 @@ impl AttentionFlash {
         // this shape or a smaller one.
         let words = MAX_HEADS + h.n_heads * shape.max_splits * (h.head_dim + 2);
         let partials = gpu.scratch("attention flash partials", u64::from(words) * 4)?;
-        let [q, kc, vc, o, plan] = b.list();
-        let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
+        let bound = k.bind_at(gpu, &b.entries(&[&partials]));
         Ok(AttentionFlash { bound, n_heads: h.n_heads, shape })
     }
 

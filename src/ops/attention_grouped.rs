@@ -33,7 +33,7 @@ impl AttentionGrouped {
             "attention_grouped",
             attention_plain::source("attention_grouped", h, opts, &b.plan.layout, b.kv, max_len, shape),
         )?;
-        Ok(Some(AttentionGrouped { bound: k.bind(gpu, &b.list()), n_kv_heads: h.n_kv_heads }))
+        Ok(Some(AttentionGrouped { bound: k.bind_at(gpu, &b.entries(&[])), n_kv_heads: h.n_kv_heads }))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {

@@ -3,6 +3,7 @@
 use anyhow::Result;
 
 use super::attention::{head_defs, kv_libs, kv_u64, reduce_lib, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::linear::GEMV_MAX_ROWS;
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -32,6 +33,9 @@ pub struct PlainShape {
 /// 64-row steps lost 1.2% (18,920 -> 18,690, docs/PERF.md). Its outputs are bitwise the other
 /// variant's (the same scores, maximum and sums in the same order).
 pub const SLOT_TABLE_MAX_ROWS: u32 = 16;
+// The few-rows variant leaves o's f16 copy unwritten (`head_defs`): the o projection of such
+// a step runs a GEMV core.
+const _: () = assert!(SLOT_TABLE_MAX_ROWS <= GEMV_MAX_ROWS);
 
 impl PlainShape {
     /// 256 threads on a GPU. On a CPU adapter a workgroup is a loop over its subgroups and each
@@ -83,7 +87,7 @@ pub fn source(
     let slots = if shape.few_rows { "lib/plain_slots_table" } else { "lib/plain_slots_lookup" };
     let plain: &[&str] = if kernel == "attention_plain" { &["lib/attention_combine", slots] } else { &[] };
     let pieces = [reduce_lib(shape.subgroups), score_sum_lib(shape.score_lanes), "lib/attention_window"];
-    let defs = head_defs(h, opts, plan, shape.threads)
+    let defs = head_defs(h, opts, plan, shape.threads, !shape.few_rows)
         .u32("PLAIN_MAX", max_len)
         .u32("SCORE_LANES", shape.score_lanes)
         .u32("SCORE_ROUNDS", if shape.few_rows { 2 } else { 1 });
@@ -128,7 +132,7 @@ impl AttentionPlain {
         shape: PlainShape,
     ) -> Result<Bound> {
         let source = source("attention_plain", h, opts, &b.plan.layout, b.kv, max_len, shape);
-        Ok(Kernel::get(gpu, "attention_plain", source)?.bind(gpu, &b.list()))
+        Ok(Kernel::get(gpu, "attention_plain", source)?.bind_at(gpu, &b.entries(&[])))
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_heads: u32, rows: u32) {

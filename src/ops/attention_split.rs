@@ -5,6 +5,7 @@
 use anyhow::Result;
 
 use super::attention::{head_defs, kv_libs, kv_u64, score_lanes, score_sum_lib, AttnBuffers, AttnOptions};
+use super::linear::GEMV_MAX_ROWS;
 use super::plan::PlanLayout;
 use super::qkv_rope::HeadShape;
 use crate::gpu::shader::assemble;
@@ -16,6 +17,8 @@ pub const WG_THREADS: u32 = 256;
 pub const MAX_SPLITS: u32 = 32;
 /// Steps of at most this many rows (decode rows) are split; their partial results have room.
 pub const MAX_ROWS: u32 = 8;
+// o's f16 copy is left unwritten (`head_defs`): the o projection of such a step runs a GEMV core.
+const _: () = assert!(MAX_ROWS <= GEMV_MAX_ROWS);
 /// KV heads the kernel takes: the merge counters (MAX_ROWS of them per KV head) lie at the start
 /// of the partials buffer whatever the heads, so kernels of every shape share one buffer.
 pub const MAX_KV_HEADS: u32 = 64;
@@ -63,7 +66,7 @@ impl SplitShape {
 }
 
 pub fn source(h: &HeadShape, opts: AttnOptions, plan: &PlanLayout, kv: KvType, shape: SplitShape) -> String {
-    let defs = head_defs(h, opts, plan, WG_THREADS)
+    let defs = head_defs(h, opts, plan, WG_THREADS, false)
         .u32("MAX_SPLITS", MAX_SPLITS)
         .u32("MAX_ROWS", MAX_ROWS)
         .u32("MAX_KV_HEADS", MAX_KV_HEADS)
@@ -96,8 +99,7 @@ impl AttentionSplit {
         // this shape or a smaller one.
         let words = MAX_ROWS * (MAX_KV_HEADS + h.n_heads * MAX_SPLITS * (h.head_dim + 2));
         let partials = gpu.scratch("attention split partials", u64::from(words) * 4)?;
-        let [q, kc, vc, o, plan] = b.list();
-        let bound = k.bind(gpu, &[q, kc, vc, o, plan, &partials]);
+        let bound = k.bind_at(gpu, &b.entries(&[&partials]));
         Ok(Some(AttentionSplit { bound, n_kv_heads: h.n_kv_heads, chunk: shape.chunk(h.head_dim) }))
     }
 

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::linear::{LinearConfig, LinearIo, LinearParts, Rows};
+use super::linear::{F16Rows, LinearConfig, LinearIo, LinearParts, Rows};
 use super::Weight;
 use crate::gpu::shader::Defs;
 use crate::gpu::Gpu;
@@ -28,7 +28,22 @@ impl Matmul {
         accumulate: bool,
         rows: Rows,
     ) -> Result<Matmul> {
-        let io = LinearIo { step, x, rest: vec![y], norm: None };
+        Self::with_f16_input(gpu, cfg, w, (step, x, None), y, accumulate, rows)
+    }
+
+    /// `new`, where `input`'s third member, where given, holds x's rows as f16, written by the
+    /// kernel before (`F16Rows::x`).
+    pub fn with_f16_input(
+        gpu: &Gpu,
+        cfg: &LinearConfig,
+        w: &Weight,
+        input: (&wgpu::Buffer, &wgpu::Buffer, Option<&wgpu::Buffer>),
+        y: &wgpu::Buffer,
+        accumulate: bool,
+        rows: Rows,
+    ) -> Result<Matmul> {
+        let (step, x, x_f16) = input;
+        let io = LinearIo { step, x, rest: vec![y], norm: None, f16: F16Rows { x: x_f16, out: None } };
         let parts = LinearParts::new(gpu, cfg, "matmul", w, rows, &io, |p| Ok(defs(accumulate, w.rows, p.row_lo)))?;
         Ok(Matmul(parts))
     }

@@ -90,7 +90,7 @@ impl QkvRope {
         // Without a bias the binding still needs a buffer; the shader never reads it.
         let bias_buffer = b.bias.unwrap_or(b.inv_freq);
         let rest = vec![bias_buffer, b.inv_freq, b.q, b.k_cache, b.v_cache, &b.plan.buffer];
-        let io = LinearIo { step: b.step, x: b.x, rest, norm: b.norm };
+        let io = LinearIo { step: b.step, x: b.x, rest, norm: b.norm, f16: Default::default() };
         let part_defs = |p: &WeightPart| Ok(defs(h, &b.plan.layout, b.kv, bias, qk_norm, p.row_lo));
         let linear = LinearParts::new(gpu, cfg, "qkv_rope", w, Rows::Tokens, &io, part_defs)?;
         let qk_norm = match b.qk_norm {

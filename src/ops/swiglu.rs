@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 
-use super::linear::{InputNorm, LinearConfig, LinearIo, LinearParts, Rows};
+use super::linear::{F16Rows, InputNorm, LinearConfig, LinearIo, LinearParts, Rows};
 use super::weight::WeightPart;
 use super::Weight;
 use crate::gpu::shader::Defs;
@@ -21,14 +21,16 @@ pub enum GateUpRows {
 }
 
 /// Constants of the kernel for a part of the fused weight starting at row `row_lo`, for
-/// `intermediate` outputs per row, with the gate's `activation`.
-pub fn defs(intermediate: u32, rows: GateUpRows, row_lo: u32, activation: Activation) -> Defs {
+/// `intermediate` outputs per row, with the gate's `activation`; `h_f16`: h is written as f16
+/// rows too (lib/out_f16).
+pub fn defs(intermediate: u32, rows: GateUpRows, row_lo: u32, activation: Activation, h_f16: bool) -> Defs {
     Defs::new()
         .u32("INTER", intermediate)
         .u32("ROW_LO", row_lo)
         .bool("GATE_ROWS", rows != GateUpRows::Up)
         .bool("UP_ROWS", rows != GateUpRows::Gate)
         .bool("GELU_TANH", activation == Activation::GeluTanh)
+        .piece(if h_f16 { "lib/out_f16" } else { "lib/out_f16_none" })
 }
 
 /// Whether the fused weight interleaves gate and up rows: when they share a type. Gate and up
@@ -59,7 +61,8 @@ pub struct SwiGlu(LinearParts);
 impl SwiGlu {
     /// `w` holds the gate and up rows (see `interleaves`); h gets w.rows / 2 columns.
     /// With `norm`, x is RMS-normalized on load (the MLP norm fused in); `activation` is the
-    /// gate's (SwiGLU, or GeGLU for Gemma).
+    /// gate's (SwiGLU, or GeGLU for Gemma). `h`'s second member, where given, gets h's rows as
+    /// f16 too, for the down projection's tensor cores (`F16Rows::x`).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: &Gpu,
@@ -67,13 +70,14 @@ impl SwiGlu {
         w: &Weight,
         step: &wgpu::Buffer,
         x: &wgpu::Buffer,
-        h: &wgpu::Buffer,
+        h: (&wgpu::Buffer, Option<&wgpu::Buffer>),
         norm: Option<InputNorm>,
         activation: Activation,
     ) -> Result<SwiGlu> {
         anyhow::ensure!(w.rows.is_multiple_of(2), "weight {}: gate/up rows must come in pairs", w.name);
-        let io = LinearIo { step, x, rest: vec![h], norm };
-        let part_defs = |p: &WeightPart| Ok(defs(w.rows / 2, part_rows(w, p)?, p.row_lo, activation));
+        let (h, h_f16) = h;
+        let io = LinearIo { step, x, rest: vec![h], norm, f16: F16Rows { x: None, out: h_f16 } };
+        let part_defs = |p: &WeightPart| Ok(defs(w.rows / 2, part_rows(w, p)?, p.row_lo, activation, h_f16.is_some()));
         let parts = LinearParts::new(gpu, cfg, "swiglu", w, Rows::Tokens, &io, part_defs)?;
         Ok(SwiGlu(parts))
     }

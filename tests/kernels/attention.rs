@@ -6,6 +6,7 @@ use wginfer::ops::attention_coop;
 use wginfer::ops::attention_grouped::AttentionGrouped;
 use wginfer::ops::attention_plain::{AttentionPlain, PlainShape};
 use wginfer::ops::attention_split::{self, AttentionSplit};
+use wginfer::ops::linear::GEMV_MAX_ROWS;
 use wginfer::ops::qkv_rope::HeadShape;
 
 /// Attention of every row of `seqs` (in order) over its own sequence's positions lo..=pos (the
@@ -73,7 +74,11 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     let plan = test_plan(gpu, seqs, block, &[], attention_coop::tile_rows(&gpu.caps, h.head_dim));
     let want = attention_ref(&q, &kc, &vc, &h, opts, seqs, block);
     let context = seqs.iter().map(|s| (s.start + s.rows - s.lo) as u32).max().unwrap();
-    let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, kv, o: &ob, plan: &plan };
+    // Where the adapter has f16, o is also written as f16 rows (`AttnOptions::o_f16`) in steps of
+    // more than GEMV_MAX_ROWS rows, by every kernel that serves them: their o projection reads it.
+    let o16 = gpu.caps.shader_f16.then(|| gpu.storage("o f16", (rows * qn * 2).next_multiple_of(4) as u64).unwrap());
+    let opts = AttnOptions { o_f16: o16.is_some(), ..opts };
+    let bufs = AttnBuffers { q: &qb, k_cache: &kb, v_cache: &vb, kv, o: &ob, plan: &plan, o_f16: o16.as_ref() };
     let att = Attention::new(gpu, &h, opts, Thresholds::all(context), &bufs).unwrap();
     // A step of one row per tile (decode rows) is routed by its context: short ones to the
     // plain kernel, or with enough rows to the grouped-heads one where the adapter takes it.
@@ -91,10 +96,14 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     let long = if split.is_some() { AttnKind::Split } else { AttnKind::Flash };
     assert_eq!(att.route(AttnStep { context: context + 1, ..decode }), long, "{decode:?}");
     // Each kernel starts from NaN outputs, so one that leaves a value unwritten fails.
-    let run = |label: String, tol: f32, record: &dyn Fn(&mut wgpu::ComputePass<'_>)| {
+    let past_gemv = rows as u32 > GEMV_MAX_ROWS;
+    let run = |label: String, tol: f32, copy: bool, record: &dyn Fn(&mut wgpu::ComputePass<'_>)| {
         gpu.queue.write_buffer(&ob, 0, bytemuck::cast_slice(&vec![f32::NAN; rows * qn]));
         gpu.run_pass(|p| record(p)).unwrap();
         assert_close(&read(gpu, &ob, rows * qn), &want, tol, &label);
+        if let (Some(o16), true) = (&o16, copy) {
+            assert_f16_copy_of(gpu, &ob, o16, rows * qn, &label);
+        }
     };
     // Flash twice: a split decode step must leave its merge counters ready for the next.
     let mut kinds = vec![AttnKind::Plain, AttnKind::Flash, AttnKind::Flash];
@@ -106,7 +115,7 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     // The grouped-heads kernel, whichever kernel the router gives short contexts here.
     let label = |kind: &str| format!("{kind} {kv:?} {h:?} {opts:?} {} sequences, block {block}", seqs.len());
     if let Some(grouped) = AttentionGrouped::new(gpu, &h, opts, context, &bufs).unwrap() {
-        run(label("Grouped"), 1e-4, &|p| grouped.record(p, rows as u32));
+        run(label("Grouped"), 1e-4, past_gemv, &|p| grouped.record(p, rows as u32));
     }
     // Both variants of the plain kernel, whichever the adapter's steps of these rows take, with
     // bitwise equal outputs (a sequence's rows change variant with the batch's size).
@@ -115,7 +124,9 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
         let shape = PlainShape { few_rows, ..PlainShape::for_adapter(&gpu.caps, h.head_dim) };
         if shape.fits(&gpu.caps, h.head_dim, context, 1) {
             let plain = AttentionPlain::kernel(gpu, &h, opts, context, &bufs, shape).unwrap();
-            run(label(&format!("Plain {shape:?}")), 1e-4, &|p| plain.record(p, [h.n_heads, rows as u32, 1]));
+            // The few-rows variant serves GEMV rows only.
+            let copy = past_gemv && !few_rows;
+            run(label(&format!("Plain {shape:?}")), 1e-4, copy, &|p| plain.record(p, [h.n_heads, rows as u32, 1]));
             variants.push(read(gpu, &ob, rows * qn).iter().map(|v| v.to_bits()).collect::<Vec<_>>());
         }
     }
@@ -128,12 +139,12 @@ fn check_caches(h: HeadShape, opts: AttnOptions, seqs: &[TestSeq], (block, n_blo
     });
     if let Some(split) = split {
         for _ in 0..2 {
-            run(label("Split"), 1e-4, &|p| split.record(p, rows as u32, context));
+            run(label("Split"), 1e-4, false, &|p| split.record(p, rows as u32, context));
         }
     }
     for kind in kinds {
         let tol = if kind == AttnKind::Coop { 4e-3 } else { 1e-4 };
-        run(label(&format!("{kind:?}")), tol, &|p| att.record(p, kind, step));
+        run(label(&format!("{kind:?}")), tol, past_gemv, &|p| att.record(p, kind, step));
     }
 }
 
@@ -222,7 +233,7 @@ fn ring_slots_of_several_sequences() {
 #[test]
 fn local_layer_window_and_scale() {
     let h = HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 32 };
-    let opts = AttnOptions { scale: 0.2, window: Some(16) };
+    let opts = AttnOptions { scale: 0.2, window: Some(16), o_f16: false };
     let seqs = [
         TestSeq { rows: 20, start: 5, lo: 0, blocks: vec![0, 1] },
         TestSeq { rows: 1, start: 700, lo: 0, blocks: (2..46).collect() },
@@ -249,6 +260,6 @@ fn prompt_chunks_of_many_tiles() {
     check(HeadShape { n_heads: 4, n_kv_heads: 1, head_dim: 128 }, &[ring(100, 300, 250)], 400, 1);
     // Positions 90..129 in 64 slots: the oldest still held is 66.
     check(HeadShape { n_heads: 4, n_kv_heads: 2, head_dim: 32 }, &[ring(40, 90, 66)], 64, 1);
-    let opts = AttnOptions { scale: 0.1, window: Some(40) };
+    let opts = AttnOptions { scale: 0.1, window: Some(40), o_f16: false };
     check_with(HeadShape { n_heads: 2, n_kv_heads: 1, head_dim: 64 }, opts, &[ring(90, 10, 0)], 128, 1);
 }

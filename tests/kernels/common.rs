@@ -196,3 +196,14 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
         assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: element {i}: got {g}, want {w}");
     }
 }
+
+/// Asserts that `x16` holds the first `n` values of `x` as f16, saturated at +-65504 and
+/// rounded to nearest even, as input_f16 converts them for the tensor-core cores (a kernel
+/// writing its output as f16 rows too, lib/out_f16, must hand those cores the same bits).
+pub fn assert_f16_copy_of(gpu: &Gpu, x: &wgpu::Buffer, x16: &wgpu::Buffer, n: usize, label: &str) {
+    let want: Vec<u16> = read(gpu, x, n).iter().map(|v| f16::from_f32(v.clamp(-65504.0, 65504.0)).to_bits()).collect();
+    let bytes = gpu.read_back(x16, (n * 2) as u64).unwrap();
+    let got: &[u16] = bytemuck::cast_slice(&bytes[..n * 2]);
+    let first = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert!(first.is_none(), "{label}: f16 copy differs at value {}", first.unwrap_or(0));
+}

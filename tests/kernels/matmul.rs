@@ -1,8 +1,9 @@
 use super::common::*;
 use wginfer::gpu::{Gpu, GpuOptions};
+use wginfer::ops::input_f16::InputF16;
 use wginfer::ops::linear::{
-    BoundLinear, Core, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows, GEMV_BATCH_ROWS,
-    GEMV_MAX_ROWS, GEMV_WIDE_ROWS,
+    x_f16_bytes, BoundLinear, Core, F16Rows, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows,
+    GEMV_BATCH_ROWS, GEMV_MAX_ROWS, GEMV_WIDE_ROWS,
 };
 use wginfer::ops::matmul::{self, Matmul};
 use wginfer::ops::{Step, Weight, WeightType};
@@ -80,9 +81,18 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
     let eps = 1e-5;
     let layout = w.single().unwrap().layout;
     let shape = LinearShape { k: k as u32, n: n as u32, rows: Rows::Tokens, norm_eps: norm.then_some(eps), layout };
-    let kernels = LinearKernels::new(gpu, "matmul", &matmul::defs(true, n as u32, 0), ty, &shape, cfg).unwrap();
+    let kernels = || LinearKernels::new(gpu, "matmul", &matmul::defs(true, n as u32, 0), ty, &shape, cfg).unwrap();
     let input_norm = norm.then_some(InputNorm { weight: &gb, eps });
-    let op = BoundLinear::new(gpu, kernels, &[&sb, &xb, &w.single().unwrap().buffer, &yb], input_norm).unwrap();
+    let buffers = [&sb, &xb, &w.single().unwrap().buffer, &yb];
+    let op = BoundLinear::new(gpu, kernels(), &buffers, input_norm, F16Rows::default()).unwrap();
+    // On tensor cores, without a norm, the same kernel reading x's f16 rows as written before
+    // it (`F16Rows::x`, here by input_f16 itself) must give the same bits on every core.
+    let x16 = (!norm && cfg.coop.is_some()).then(|| gpu.storage("x f16", x_f16_bytes(&xb, k as u32)).unwrap());
+    let op16 = x16.as_ref().map(|x16| {
+        let convert = InputF16::new(gpu, k as u32, &xb, x16, None).unwrap();
+        gpu.run_pass(|p| convert.record(p, max_rows as u32)).unwrap();
+        BoundLinear::new(gpu, kernels(), &buffers, None, F16Rows { x: Some(x16), out: None }).unwrap()
+    });
     let input = if norm { rmsnorm_ref(&x, &gamma, eps) } else { x.clone() };
     let product = matmul_ref(&input, &w_host, max_rows, k, n);
     // Every variant's rows, the widest twice over (a partial second grid z, then whole), and the
@@ -97,7 +107,14 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
         let core = Core::for_rows(rows as u32);
         let tol = if core == Core::Prefill && cfg.coop_for(ty, k as u32, n as u32).is_some() { 1e-2 } else { 1e-4 };
         let what = format!("{ty:?} {cfg:?} norm={norm} k={k} n={n} rows={rows} ({core:?})");
-        assert_close(&read(gpu, &yb, max_rows * n), &want, tol, &what);
+        let got = read(gpu, &yb, max_rows * n);
+        assert_close(&got, &want, tol, &what);
+        if let Some(op16) = &op16 {
+            gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
+            gpu.run_pass(|p| op16.record(p, rows as u32)).unwrap();
+            let same = read(gpu, &yb, max_rows * n).iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{what}: x's f16 rows written before the kernel changed its outputs");
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 use super::common::*;
 use wginfer::model::config::Activation;
-use wginfer::ops::linear::{InputNorm, LinearConfig};
+use wginfer::ops::linear::{InputNorm, LinearConfig, GEMV_MAX_ROWS};
 use wginfer::ops::swiglu::{interleaved_row_order, SwiGlu};
 use wginfer::ops::weight::gather_rows;
 use wginfer::ops::{Weight, WeightType};
@@ -27,7 +27,12 @@ fn gate_up_silu_and_gelu_match_cpu_with_and_without_the_fused_norm() {
         let w = Weight::upload(gpu, "gate_up", WeightType::F32, 2 * inter, k, &fused).unwrap();
         let (xb, gb, hb, sb) = (upload(gpu, &x), upload(gpu, &gamma), zeros(gpu, rows * inter), step(gpu, rows as u32));
         let norm = fused_norm.then_some(InputNorm { weight: &gb, eps: 1e-5 });
-        let op = SwiGlu::new(gpu, &LinearConfig::for_adapter(&gpu.caps), &w, &sb, &xb, &hb, norm, act).unwrap();
+        // Where the adapter has f16, h is written as f16 rows too in steps past the GEMV cores'
+        // rows (the down projection's tensor-core input).
+        let h16 =
+            gpu.caps.shader_f16.then(|| gpu.storage("h f16", (rows * inter * 2).next_multiple_of(4) as u64).unwrap());
+        let cfg = LinearConfig::for_adapter(&gpu.caps);
+        let op = SwiGlu::new(gpu, &cfg, &w, &sb, &xb, (&hb, h16.as_ref()), norm, act).unwrap();
         gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
         let input = if fused_norm { rmsnorm_ref(&x, &gamma, 1e-5) } else { x.clone() };
         let gate = matmul_ref(&input, &stacked[..inter * k], rows, k, inter);
@@ -39,5 +44,8 @@ fn gate_up_silu_and_gelu_match_cpu_with_and_without_the_fused_norm() {
         let want: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| f(*g) * u).collect();
         let what = format!("swiglu rows={rows} norm={fused_norm} {act:?}");
         assert_close(&read(gpu, &hb, rows * inter), &want, 1e-4, &what);
+        if let (Some(h16), true) = (&h16, rows as u32 > GEMV_MAX_ROWS) {
+            assert_f16_copy_of(gpu, &hb, h16, rows * inter, &what);
+        }
     }
 }
