@@ -386,9 +386,10 @@ fn kernels(k: &KernelArgs) -> Result<()> {
     Ok(())
 }
 
-/// The linear cores by rows per step: the core each row count gets (`Core::for_rows`), both
-/// tensor-core cores from GEMV_WIDE_ROWS on and the widest GEMV variant past GEMV_MAX_ROWS (where
-/// the GEMV cores stop, then where the split core does), so the crossovers can be read off: time
+/// The linear cores by rows per step: the core each row count gets (`BoundLinear::core_for`),
+/// both tensor-core cores from GEMV_WIDE_ROWS on and the widest GEMV variant past GEMV_MAX_ROWS
+/// (where most weights' GEMV cores stop, then where the split core does), each once, so the
+/// crossovers can be read off: time
 /// per step, per row, and the weight's bandwidth.
 struct StepTable {
     json: bool,
@@ -599,10 +600,12 @@ impl GemvBench {
                 BoundLinear::new(gpu, k, &[&self.step, &self.x, &part.buffer, &self.y], norm, Default::default())
             })
             .collect::<Result<Vec<_>>>()?;
-        let core = core.unwrap_or_else(|| ops[0].core_for(rows));
-        if !ops[0].has(core) {
+        // A core named where the step's rows run it anyway is the routed row's twin.
+        let routed = ops[0].core_for(rows);
+        if core.is_some_and(|c| c == routed || !ops[0].has(c)) {
             return Ok(None);
         }
+        let core = core.unwrap_or(routed);
         let (median, spread) = time_dispatches(gpu, prof, (reps, CHAIN), quick, ops.len(), |pass, i| {
             ops[i].record_core(pass, core, rows)
         })?;

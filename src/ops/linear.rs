@@ -237,6 +237,27 @@ fn long_runs(ty: WeightType, n: u32) -> Option<&'static str> {
 /// rows 9728x896 took 45.1 against 33.2 (docs/PERF.md).
 pub const GEMV_MAX_ROWS: u32 = 2 * GEMV_WIDE_ROWS;
 
+/// On tensor-core adapters, weights of at most GEMV_REACH_VALUES values keep the widest GEMV
+/// core up to GEMV_REACH_ROWS rows: re-read once per GEMV_WIDE_ROWS rows, a weight this small
+/// stays in L2, while the tensor-core cores' few tiles leave most of the GPU idle. H100, batch
+/// sweep decode with Qwen2.5-0.5B's qkv (1.03M values) and o (0.80M) on GEMV up to 32 rows,
+/// gate/up (8.7M) and down (4.4M) not: B=24 8,788-8,867 -> 9,129-9,206 tok/s, B=32
+/// 11,815-11,848 -> 12,043-12,076 (docs/PERF.md). `WGINFER_GEMV_REACH=ROWS,VALUES` overrides both
+/// (ROWS at least GEMV_MAX_ROWS).
+pub const GEMV_REACH_ROWS: u32 = 4 * GEMV_WIDE_ROWS;
+const GEMV_REACH_VALUES: u32 = 1 << 21;
+
+fn gemv_reach() -> (u32, u32) {
+    static S: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        let knob = shape_knob("WGINFER_GEMV_REACH", "ROWS,VALUES with ROWS >= 16", |v| match *v {
+            [rows, values] if rows >= GEMV_MAX_ROWS => Some((rows, values)),
+            _ => None,
+        });
+        knob.unwrap_or((GEMV_REACH_ROWS, GEMV_REACH_VALUES))
+    })
+}
+
 /// The rows each variant of the batched GEMV core is built for; a step runs the smallest that
 /// holds its rows. A variant handles every one of its rows without a condition on the step's
 /// count (rows past it repeat the last row, and are never stored), so the loads of all rows
@@ -564,6 +585,18 @@ impl LinearConfig {
         self.coop.filter(|_| weight != WeightType::F32 && k.is_multiple_of(16) && n.is_multiple_of(16))
     }
 
+    /// Steps of up to this many rows of a `[n, k]` weight of this type run a GEMV core:
+    /// GEMV_MAX_ROWS, or GEMV_REACH_ROWS on a small weight whose other cores are tensor cores.
+    pub fn gemv_rows_for(&self, weight: WeightType, k: u32, n: u32) -> u32 {
+        let (rows, values) = gemv_reach();
+        let small = u64::from(n) * u64::from(k) <= u64::from(values);
+        if small && self.coop_for(weight, k, n).is_some() {
+            rows
+        } else {
+            GEMV_MAX_ROWS
+        }
+    }
+
     /// A `[n, k]` part of this type has `Core::PrefillCopy` (`dequant_once`):
     /// quantized types (f32 and f16 are read as they are), steps over the step's tokens (the LM
     /// head's few output rows are not worth its hundreds of MB of f16), rows stored row after row,
@@ -701,6 +734,8 @@ pub struct LinearKernels {
     pub prefill_copy: Option<(Kernel, WeightType)>,
     /// The prefill variants run on tensor cores (and read their input as f16 rows).
     coop: bool,
+    /// Steps of up to this many rows run a GEMV core (`LinearConfig::gemv_rows_for`).
+    gemv_rows: u32,
     k: u32,
     n: u32,
     /// How the one-row GEMV core, each batched variant and the prefill core cover a step.
@@ -912,14 +947,27 @@ impl LinearKernels {
         let one = Grid::Outputs { outputs: gemv_shape.workgroup_rows(), rows: 1 };
         let batch = GEMV_BATCH_ROWS.iter().map(|&rows| cfg.batch_grid(shape.k, shape.n, rows)).collect();
         let grids = (one, batch, cfg.prefill_grid(weight, shape));
-        Ok(LinearKernels { gemv, gemv_batch, prefill, split, prefill_copy, coop, k: shape.k, n: shape.n, grids })
+        let gemv_rows = cfg.gemv_rows_for(weight, shape.k, shape.n);
+        Ok(LinearKernels {
+            gemv,
+            gemv_batch,
+            prefill,
+            split,
+            prefill_copy,
+            coop,
+            gemv_rows,
+            k: shape.k,
+            n: shape.n,
+            grids,
+        })
     }
 
-    /// The core that runs a step of `rows` rows: `Core::for_rows`, with `Core::Split` taking the
-    /// prefill core's small steps where this kernel has it, and `Core::PrefillCopy` its steps of
-    /// more than one tile of rows.
+    /// The core that runs a step of `rows` rows: `Core::for_rows`, with the widest GEMV core
+    /// taking the prefill core's steps up to `gemv_rows`, `Core::Split` its small steps where
+    /// this kernel has it, and `Core::PrefillCopy` its steps of more than one tile of rows.
     pub fn core_for(&self, rows: u32) -> Core {
         match Core::for_rows(rows) {
+            Core::Prefill if rows <= self.gemv_rows => Core::GemvBatch(GEMV_WIDE_ROWS),
             Core::Prefill if self.split.is_some() && split_runs(self.n, self.k, rows) => Core::Split,
             Core::Prefill if self.prefill_copy.is_some() && rows > self.grids.2.rows() => Core::PrefillCopy,
             core => core,
@@ -974,11 +1022,17 @@ impl BoundLinear {
     /// another such scratch, likewise.
     pub fn new(
         gpu: &Gpu,
-        kernels: LinearKernels,
+        mut kernels: LinearKernels,
         buffers: &[&wgpu::Buffer],
         norm: Option<InputNorm>,
         f16: F16Rows,
     ) -> Result<BoundLinear> {
+        // A kernel that writes the f16 copy of its output keeps GEMV to GEMV_MAX_ROWS rows: its
+        // GEMV cores store no copy (F16_COPY), and the next projection's tensor cores read the
+        // copy in steps past GEMV_MAX_ROWS rows.
+        if f16.out.is_some() {
+            kernels.gemv_rows = GEMV_MAX_ROWS;
+        }
         let entries: Vec<(u32, &wgpu::Buffer)> =
             buffers.iter().copied().enumerate().map(|(i, b)| (i as u32, b)).chain(f16.out.map(|b| (7, b))).collect();
         let with_norm: Vec<_> = entries.iter().copied().chain(norm.map(|n| (15, n.weight))).collect();
@@ -1141,6 +1195,10 @@ impl LinearParts {
             }
             parts.push(bound);
         }
+        // The parts share one input_f16 conversion, run by the first part on tensor cores: all
+        // of them leave their GEMV cores at the same step rows.
+        let gemv_rows = parts.iter().map(|p| p.kernels.gemv_rows).min().unwrap_or(GEMV_MAX_ROWS);
+        parts.iter_mut().for_each(|p| p.kernels.gemv_rows = gemv_rows);
         Ok(LinearParts(parts))
     }
 

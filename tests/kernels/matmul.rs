@@ -3,7 +3,7 @@ use wginfer::gpu::{Gpu, GpuOptions};
 use wginfer::ops::input_f16::InputF16;
 use wginfer::ops::linear::{
     x_f16_bytes, BoundLinear, Core, F16Rows, GemvShape, InputNorm, LinearConfig, LinearKernels, LinearShape, Rows,
-    GEMV_BATCH_ROWS, GEMV_MAX_ROWS, GEMV_WIDE_ROWS,
+    GEMV_BATCH_ROWS, GEMV_MAX_ROWS, GEMV_REACH_ROWS, GEMV_WIDE_ROWS,
 };
 use wginfer::ops::matmul::{self, Matmul};
 use wginfer::ops::{Step, Weight, WeightType};
@@ -66,11 +66,12 @@ fn q8_0_weight(gpu: &Gpu, rows: usize, cols: usize, data: &[f32]) -> (Weight, Ve
 }
 
 /// y += (x, RMS-normalized on load with `norm`) W^T through one kernel for every row count a
-/// step can have up to one row past the GEMV cores, so each core runs (`Core::for_rows`):
-/// the one-row GEMV, the GEMV that reads each weight once for several rows, the prefill core.
+/// step can have up to one row past the GEMV cores, so each core runs (`BoundLinear::core_for`):
+/// the one-row GEMV, the GEMV that reads each weight once for several rows, the prefill core;
+/// past GEMV_MAX_ROWS the widest GEMV core too, which small weights keep on tensor cores.
 /// Rows past the step's must keep their old y (a GEMV core stores only rows that exist).
 fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize, norm: bool) {
-    let max_rows = GEMV_MAX_ROWS as usize + 1;
+    let max_rows = GEMV_REACH_ROWS as usize + 1;
     let (x, gamma, y0) = (random(max_rows * k, 1), random(k, 4), random(max_rows * n, 3));
     let data = random(n * k, 2);
     let (w, w_host) = match ty {
@@ -95,25 +96,28 @@ fn check_rows(gpu: &Gpu, cfg: &LinearConfig, ty: WeightType, k: usize, n: usize,
     });
     let input = if norm { rmsnorm_ref(&x, &gamma, eps) } else { x.clone() };
     let product = matmul_ref(&input, &w_host, max_rows, k, n);
-    // Every variant's rows, the widest twice over (a partial second grid z, then whole), and the
-    // first row count past the GEMV cores.
-    let widest = GEMV_WIDE_ROWS as usize;
-    for rows in (1..=widest + 1).chain([max_rows - 1, max_rows]) {
-        Step { n_tokens: rows as u32, n_out: 1, pad: [0; 2] }.write(gpu, &sb);
-        gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
-        gpu.run_pass(|p| op.record(p, rows as u32)).unwrap();
-        let mut want = y0.clone();
-        want[..rows * n].iter_mut().zip(&product).for_each(|(a, b)| *a += b);
-        let core = Core::for_rows(rows as u32);
-        let tol = if core == Core::Prefill && cfg.coop_for(ty, k as u32, n as u32).is_some() { 1e-2 } else { 1e-4 };
-        let what = format!("{ty:?} {cfg:?} norm={norm} k={k} n={n} rows={rows} ({core:?})");
-        let got = read(gpu, &yb, max_rows * n);
-        assert_close(&got, &want, tol, &what);
-        if let Some(op16) = &op16 {
+    // Every variant's rows, the widest twice over (a partial second grid z, then whole), the
+    // first row count past the GEMV cores, and the last and first past a small weight's reach.
+    let (widest, gemv_max, reach) = (GEMV_WIDE_ROWS as usize, GEMV_MAX_ROWS as usize, GEMV_REACH_ROWS as usize);
+    for rows in (1..=widest + 1).chain([gemv_max, gemv_max + 1, reach, reach + 1]) {
+        let wide = (rows > gemv_max).then_some(Core::GemvBatch(GEMV_WIDE_ROWS));
+        let core = op.core_for(rows as u32);
+        for core in std::iter::once(core).chain(wide.filter(|&w| w != core)) {
+            Step { n_tokens: rows as u32, n_out: 1, pad: [0; 2] }.write(gpu, &sb);
             gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
-            gpu.run_pass(|p| op16.record(p, rows as u32)).unwrap();
-            let same = read(gpu, &yb, max_rows * n).iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{what}: x's f16 rows written before the kernel changed its outputs");
+            gpu.run_pass(|p| op.record_core(p, core, rows as u32)).unwrap();
+            let mut want = y0.clone();
+            want[..rows * n].iter_mut().zip(&product).for_each(|(a, b)| *a += b);
+            let tensor = !core.is_gemv() && cfg.coop_for(ty, k as u32, n as u32).is_some();
+            let what = format!("{ty:?} {cfg:?} norm={norm} k={k} n={n} rows={rows} ({core:?})");
+            let got = read(gpu, &yb, max_rows * n);
+            assert_close(&got, &want, if tensor { 1e-2 } else { 1e-4 }, &what);
+            if let Some(op16) = &op16 {
+                gpu.queue.write_buffer(&yb, 0, bytemuck::cast_slice(&y0));
+                gpu.run_pass(|p| op16.record_core(p, core, rows as u32)).unwrap();
+                let same = read(gpu, &yb, max_rows * n).iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{what}: x's f16 rows written before the kernel changed its outputs");
+            }
         }
     }
 }
@@ -198,6 +202,23 @@ fn prefill_core_splits_few_tiles_of_long_rows() {
     assert_eq!(label(896, 9728, 512), ("coop", "-".to_string()));
     let copy = cfg.core_label(WeightType::Q4_0, 4864, 896, Core::PrefillCopy, 512);
     assert_eq!(copy, ("coop", "f16 copy k/2".to_string()));
+}
+
+/// Which weights keep the widest GEMV core past GEMV_MAX_ROWS rows: on tensor cores only, and
+/// only small ones (docs/PERF.md, H100: Qwen2.5-0.5B's qkv and o up to 32 rows, not gate/up or
+/// down).
+#[test]
+fn small_weights_keep_gemv_past_its_rows_on_tensor_cores() {
+    let coop = LinearConfig { coop: Some(32), ..Default::default() };
+    let reach = |cfg: &LinearConfig, ty, k, n| cfg.gemv_rows_for(ty, k, n);
+    assert_eq!(reach(&coop, WeightType::F16, 896, 1152), GEMV_REACH_ROWS);
+    assert_eq!(reach(&coop, WeightType::Q8_0, 896, 896), GEMV_REACH_ROWS);
+    assert_eq!(reach(&coop, WeightType::F16, 896, 9728), GEMV_MAX_ROWS);
+    assert_eq!(reach(&coop, WeightType::F16, 4864, 896), GEMV_MAX_ROWS);
+    // No tensor cores for f32 weights, for partial fragments, or on the adapter.
+    assert_eq!(reach(&coop, WeightType::F32, 896, 896), GEMV_MAX_ROWS);
+    assert_eq!(reach(&coop, WeightType::F16, 896, 70), GEMV_MAX_ROWS);
+    assert_eq!(reach(&LinearConfig::default(), WeightType::F16, 896, 896), GEMV_MAX_ROWS);
 }
 
 #[test]
