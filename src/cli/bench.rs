@@ -389,8 +389,7 @@ fn kernels(k: &KernelArgs) -> Result<()> {
 /// The linear cores by rows per step: the core each row count gets (`BoundLinear::core_for`),
 /// both tensor-core cores from GEMV_WIDE_ROWS on and the widest GEMV variant past GEMV_MAX_ROWS
 /// (where most weights' GEMV cores stop, then where the split core does), each once, so the
-/// crossovers can be read off: time
-/// per step, per row, and the weight's bandwidth.
+/// crossovers can be read off: time per step, per row, and the weight's bandwidth.
 struct StepTable {
     json: bool,
     reps: u32,
