@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -98,6 +98,25 @@ fn token_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// Checks a tokenizer.json's `decoder` (inside `Sequence`s too) for what the `tokenizers`
+/// crate cannot decode: a `Strip` with a `stop` count indexes before the start of any token of
+/// fewer characters (tokenizers 0.22, decoders/strip.rs). Real tokenizers strip at the start.
+fn check_decoder(decoder: &Value) -> Result<()> {
+    match decoder.get("type").and_then(Value::as_str) {
+        Some("Sequence") => {
+            let inner = decoder.get("decoders").and_then(Value::as_array);
+            inner.into_iter().flatten().try_for_each(check_decoder)
+        }
+        Some("Strip") => match decoder.get("stop").and_then(Value::as_u64) {
+            Some(stop) if stop > 0 => {
+                bail!("decoder Strip: stop {stop} is not supported (only a Strip at the start of tokens, stop 0)")
+            }
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 impl TextTokenizer {
     /// tokenizer.json, tokenizer_config.json / chat_template.jinja and generation_config.json of
     /// a Hugging Face model folder.
@@ -133,11 +152,20 @@ impl TextTokenizer {
         // Parsed as JSON before the `tokenizers` crate sees it: that crate panics on a syntax
         // error inside a "decoder" entry (tokenizers 0.22, decoders/mod.rs `expect("Helper")`).
         let json: Value = serde_json::from_slice(tokenizer_json).context("not valid JSON")?;
-        // It panics on some normalizers too: those are checked first.
+        // It panics on some normalizers and decoders too: those are checked first.
         if let Some(n) = json.get("normalizer") {
             charsmap::check_normalizer(n)?;
         }
-        let inner: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| anyhow!("{e}"))?;
+        if let Some(d) = json.get("decoder") {
+            check_decoder(d)?;
+        }
+        let mut inner: tokenizers::Tokenizer = serde_json::from_value(json).map_err(|e| anyhow!("{e}"))?;
+        // A prompt is never padded or cut, whatever padding and truncation the file sets:
+        // transformers' fast tokenizers override both on every call (off for a plain encode).
+        // Left on, a fixed padding length allocates that many ids per call, and a truncation
+        // stride past its length panics.
+        inner.with_padding(None);
+        inner.with_truncation(None).map_err(|e| anyhow!("{e}"))?;
         let chat_template = match template_file {
             Some(t) => Some(t),
             None => match tc.get("chat_template") {
@@ -339,5 +367,49 @@ mod tests {
         let want: [&[u8]; 6] = [b" a", &[0xe2], b"b", b"  ", b"<eos>", b""];
         assert_eq!(spelled, want.map(<[u8]>::to_vec));
         assert_eq!(tok.decode(&[3, 0]).unwrap().as_bytes(), [spelled[3].as_slice(), &spelled[0]].concat());
+    }
+
+    /// A word-level tokenizer.json with `fields` set over its defaults.
+    fn word_level(fields: Value) -> Result<TextTokenizer> {
+        let mut json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "unk_token": "[UNK]",
+                      "vocab": {"[UNK]": 0, "a": 1, "aa": 2, "hi": 3, "there": 4, "you": 5}},
+        });
+        json.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        TextTokenizer::from_hf_files(json.to_string().as_bytes(), &Value::Null, None, None)
+    }
+
+    /// A file's padding and truncation never change a prompt (transformers turns both off for
+    /// a plain encode): a fixed padding of 10^12 ids made the process abort on allocation, a
+    /// stride past the truncation length panicked, and a valid truncation cut every prompt.
+    #[test]
+    fn padding_and_truncation_of_the_file_leave_prompts_whole() {
+        let plain = word_level(serde_json::json!({})).unwrap().encode("hi there you", false).unwrap();
+        assert_eq!(plain, [3, 4, 5]);
+        let settings = [
+            serde_json::json!({"padding": {"strategy": {"Fixed": 1_000_000_000_000u64}, "direction": "Right",
+                "pad_to_multiple_of": null, "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"}}),
+            serde_json::json!({"truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 5}}),
+            serde_json::json!({"truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 0}}),
+        ];
+        for fields in settings {
+            let tok = word_level(fields.clone()).unwrap();
+            assert_eq!(tok.encode("hi there you", false).unwrap(), plain, "{fields}");
+        }
+    }
+
+    /// A Strip decoder with a stop count (which the `tokenizers` crate panics on for a token of
+    /// fewer characters) is refused at load, naming it; one at the start of tokens decodes.
+    #[test]
+    fn strip_decoders_that_would_panic_are_refused_at_load() {
+        let strip = |start: u32, stop: u32| {
+            serde_json::json!({"decoder": {"type": "Sequence", "decoders": [
+                {"type": "Strip", "content": "a", "start": start, "stop": stop}]}})
+        };
+        let err = word_level(strip(0, 100)).err().expect("refused");
+        assert!(format!("{err:#}").contains("decoder Strip: stop 100"), "{err:#}");
+        assert_eq!(word_level(strip(1, 0)).unwrap().decode(&[2, 3]).unwrap(), "ahi");
     }
 }
