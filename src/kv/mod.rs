@@ -99,7 +99,7 @@ impl KvOptions {
                 let per_seq = self.context.div_ceil(self.block);
                 let blocks = match (self.blocks, self.memory) {
                     (Some(b), _) => u64::from(b),
-                    (None, Some(m)) => m / (position_bytes * u64::from(self.block)),
+                    (None, Some(m)) => m / position_bytes.saturating_mul(u64::from(self.block)).max(1),
                     (None, None) => u64::from(per_seq) * u64::from(self.parallel),
                 };
                 let blocks = u32::try_from(blocks).map_err(|_| {
@@ -110,6 +110,19 @@ impl KvOptions {
                 (self.block, blocks, per_seq)
             }
         })
+    }
+}
+
+/// Bytes of one layer's K (or V) memory of `n_blocks` blocks of `block` positions, each
+/// `position_bytes`, within the adapter's binding limit `max_binding`. In u128: --context,
+/// --parallel and --kv-block reach 2^32 each.
+fn layer_bytes(position_bytes: u64, block: u32, n_blocks: u32, max_binding: u64) -> Result<u64> {
+    let bytes = u128::from(position_bytes) * u128::from(block) * u128::from(n_blocks);
+    match u64::try_from(bytes) {
+        Ok(b) if b <= max_binding => Ok(b),
+        _ => bail!(
+            "a KV-cache layer of {n_blocks} blocks of {block} positions needs {bytes} bytes, over this adapter's binding limit of {max_binding}; lower --context, --parallel or --kv-memory"
+        ),
     }
 }
 
@@ -140,13 +153,7 @@ impl KvCache {
         let value = opts.dtype.bytes();
         let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * value * n_layers as u64)?;
         ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
-        let bytes = u64::from(kv_dim) * u64::from(block) * u64::from(n_blocks) * value;
-        if bytes > gpu.caps.max_binding {
-            bail!(
-                "a KV-cache layer of {n_blocks} blocks of {block} positions needs {bytes} bytes, over this adapter's binding limit of {}; lower --context, --parallel or --kv-memory",
-                gpu.caps.max_binding
-            );
-        }
+        let bytes = layer_bytes(u64::from(kv_dim) * value, block, n_blocks, gpu.caps.max_binding)?;
         let layers = (0..n_layers)
             .map(|_| Ok((gpu.storage("k_cache", bytes)?, gpu.storage("v_cache", bytes)?)))
             .collect::<Result<_>>()?;
@@ -293,5 +300,15 @@ mod tests {
         assert!(from_memory.geometry(1).is_err());
         let fits = KvOptions { parallel: 4, ..paged };
         assert_eq!(fits.geometry(1024).unwrap(), (16, 4 << 16, 1 << 16));
+    }
+
+    /// A layer's bytes past u64 (`--context 2147483648 --parallel 33554432` wrapped to 0 and
+    /// passed the limit, leaving an empty cache) are over the binding limit like any other.
+    #[test]
+    fn a_layer_past_u64_bytes_is_over_the_binding_limit() {
+        let e = layer_bytes(896 * 4, 1 << 31, 1 << 25, 1 << 31).unwrap_err();
+        assert!(format!("{e}").contains("binding limit"), "{e}");
+        assert!(layer_bytes(896 * 4, 1 << 10, 1 << 10, 1 << 31).is_err());
+        assert_eq!(layer_bytes(896 * 4, 4096, 1, 1 << 31).unwrap(), 896 * 4 * 4096);
     }
 }

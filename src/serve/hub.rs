@@ -150,7 +150,7 @@ impl Hub {
             events: Some(events),
             tokenizer: Arc::new(tokenizer),
             next_id: AtomicU64::new(1),
-            capacity: kv.parallel as usize + max_waiting,
+            capacity: (kv.parallel as usize).saturating_add(max_waiting),
             model_name: model_name(path),
             context: kv.context as usize,
             sliding_window: kv.sliding_window,
@@ -210,7 +210,10 @@ impl Hub {
             ..ApiError::invalid(param, message)
         };
         if n >= limit {
-            return Err(too_long(param, format!("{bound}, and the prompt has {n} tokens (at most {} fit)", limit - 1)));
+            return Err(too_long(
+                param,
+                format!("{bound}, and the prompt has {n} tokens (at most {} fit)", limit.saturating_sub(1)),
+            ));
         }
         match max_tokens {
             Some(m) if n + m > limit => {
