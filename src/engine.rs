@@ -125,8 +125,9 @@ impl Engine {
         // On stderr beside the loader's bar: on lavapipe this is the long part of a first load.
         let spinner = indicatif::ProgressBar::new_spinner().with_message("compiling kernels (each runs once)");
         spinner.enable_steady_tick(std::time::Duration::from_millis(100));
-        let context = self.forward.kv.opts.context as usize;
-        let prompt = (crate::ops::linear::GEMV_MAX_ROWS as usize + 1).min(context.saturating_sub(2));
+        // A paged pool may hold fewer positions than the context.
+        let positions = self.forward.kv.sequence_positions() as usize;
+        let prompt = (crate::ops::linear::GEMV_MAX_ROWS as usize + 1).min(positions.saturating_sub(2));
         let req = Request {
             prompt_ids: vec![0; prompt],
             max_tokens: 2,

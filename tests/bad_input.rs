@@ -154,6 +154,22 @@ fn token_id_out_of_range() {
     assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["100000", "vocabulary"]);
 }
 
+/// Weights that make every logit NaN (here the final norm's) leave no token to choose: the
+/// step fails saying so, where the GPU argmax's u32::MAX used to come back as a token id.
+#[test]
+fn logits_that_are_not_numbers_are_an_error_saying_so() {
+    let dir = copy_fixture();
+    let (header, mut data) = read_safetensors(dir.path());
+    let offsets = &header["model.norm.weight"]["data_offsets"];
+    let (start, end) = (offsets[0].as_u64().unwrap() as usize, offsets[1].as_u64().unwrap() as usize);
+    data[start..end].chunks_exact_mut(4).for_each(|v| v.copy_from_slice(&f32::NAN.to_le_bytes()));
+    write_safetensors(dir.path(), &header, &data);
+    let mut engine = Engine::load(dir.path(), &EngineOptions::default()).unwrap();
+    let req =
+        Request { prompt_ids: vec![1, 5], max_tokens: 2, sampling: SamplingParams::default(), stop_at_eos: false };
+    assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["logits are not finite"]);
+}
+
 /// The CLI turns every one of these into one line on stderr and exit status 1.
 #[test]
 fn cli_errors_are_one_line_with_nonzero_exit() {

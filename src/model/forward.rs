@@ -472,6 +472,12 @@ impl Forward {
                 bytemuck::cast_slice(&bytes).to_vec()
             }
         };
+        // Logits that are all NaN have no largest value: the argmax answers u32::MAX.
+        if let Some(row) = ids.iter().position(|&id: &u32| id as usize >= self.cfg.vocab) {
+            bail!(
+                "no token could be chosen for output row {row}: its logits are not finite numbers (the model's weights or settings, such as its RoPE base, give values past f32's range)"
+            );
+        }
         let mut logits = vec![None; n_out];
         if let Some(last) = p.logits.iter().rposition(|&l| l) {
             let vocab = self.cfg.vocab;
