@@ -187,6 +187,14 @@ fn weight_type_named(flag: &str, name: &str) -> Result<WeightType> {
     })
 }
 
+/// The context for a benchmark's sequences of `positions` (summed), with 16 to spare: an error
+/// past u32 (a prompt length of 2^32 made a context of 17 and then a prompt of 16 GiB).
+pub(super) fn bench_context(positions: &[usize]) -> Result<u32> {
+    let total = positions.iter().try_fold(16usize, |sum, &p| sum.checked_add(p));
+    let parts = positions.iter().map(usize::to_string).collect::<Vec<_>>().join(" + ");
+    total.and_then(|t| u32::try_from(t).ok()).with_context(|| format!("{parts} positions do not fit a context"))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -197,7 +205,8 @@ fn e2e(a: &E2eArgs) -> Result<()> {
     // Every prompt length the runs take: the prefills' and the depths' contexts.
     let prompt_lens: Vec<usize> = a.prefill.iter().copied().chain(a.depth.iter().map(|&d| context_of(d))).collect();
     let longest = prompt_lens.iter().copied().max().unwrap_or(16);
-    let kv = KvOptions { context: (longest + a.decode + 16) as u32, dtype: a.kv_type.kv_type(), ..Default::default() };
+    let kv =
+        KvOptions { context: bench_context(&[longest, a.decode])?, dtype: a.kv_type.kv_type(), ..Default::default() };
     let forward = ForwardOptions { kv, profile: a.profile, attn_threshold: a.attn_threshold, ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };
     let (mut engine, label) = a.model.engine(&opts)?;

@@ -132,7 +132,7 @@ pub(super) fn run(a: &SoakArgs) -> Result<()> {
     ensure!(a.requests >= 10, "--requests must be at least 10 (its first and last 10% are compared)");
     ensure!(a.prompt_max > 0 && a.answer_max > 0, "--prompt-max and --answer-max must be positive");
     ensure!(a.cancel_percent <= 100 && a.background_percent <= 100, "percents are at most 100");
-    let context = (a.prompt_max + a.answer_max + 16) as u32;
+    let context = super::bench::bench_context(&[a.prompt_max, a.answer_max])?;
     let kv = KvOptions { layout: KvLayout::Paged, context, parallel: a.clients, ..Default::default() };
     let forward = ForwardOptions { kv, max_rows: a.max_batch_tokens.max(a.clients), ..Default::default() };
     let opts = EngineOptions { gpu: GpuOptions { adapter: a.adapter, ..Default::default() }, forward };

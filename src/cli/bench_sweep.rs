@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Args;
 use serde_json::json;
 
@@ -107,8 +107,8 @@ impl Point {
 pub(super) fn run(a: &SweepArgs) -> Result<()> {
     ensure!(!a.batches.is_empty() && a.batches.iter().all(|&b| b > 0), "--batches must be positive");
     let max_b = *a.batches.iter().max().expect("checked");
-    let context = (a.prompt + a.answer + 16) as u32;
-    let parallel = max_b + a.background;
+    let context = super::bench::bench_context(&[a.prompt, a.answer])?;
+    let parallel = max_b.checked_add(a.background).context("--batches and --background: too many sequences")?;
     let kv = KvOptions { layout: KvLayout::Paged, context, parallel, dtype: a.kv_type.kv_type(), ..Default::default() };
     let forward = ForwardOptions {
         kv,
