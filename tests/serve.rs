@@ -388,6 +388,9 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
     assert_eq!(refused(url, c, chat(json!({"messages": []})), 400)["param"], "messages");
     assert_eq!(refused(url, c, chat(json!({"n": 2})), 400)["param"], "n");
     assert_eq!(refused(url, c, chat(json!({"logprobs": true, "top_logprobs": 21})), 400)["param"], "top_logprobs");
+    let bogus = json!({"messages": [{"role": "bogus", "content": "hi"}]});
+    assert_eq!(refused(url, c, chat(bogus), 400)["param"], "messages[0].role");
+    assert_eq!(refused(url, c, chat(json!({"min_p": 0.5})), 400)["param"], "min_p");
     let e = refused(url, c, chat(json!({"max_tokens": CONTEXT})), 400);
     assert!(e["message"].as_str().unwrap().contains(&CONTEXT.to_string()), "{e}");
     // A prompt longer than the context: both numbers in the message.
@@ -403,6 +406,24 @@ fn bad_requests_get_their_4xx_in_openai_shape() {
     // Past the body limit (64 KiB here).
     let big = json!({"model": MODEL, "prompt": "x".repeat(1 << 17)}).to_string().into_bytes();
     assert_eq!(refused(url, "/v1/completions", big, 413)["code"], "request_too_large");
+}
+
+/// What clients of OpenAI's newer models and of other servers send: a "developer" message is
+/// the system's (the template's own default system prompt is not added before it), and the
+/// routes answer without /v1 too.
+#[test]
+fn developer_messages_and_bare_routes() {
+    let url = shared();
+    let chat = |role: &str| {
+        json!({"model": MODEL, "temperature": 0, "max_tokens": 8,
+            "messages": [{"role": role, "content": "Answer briefly."}, {"role": "user", "content": "hi"}]})
+    };
+    let c = "/v1/chat/completions";
+    let system = complete(url, c, chat("system"));
+    assert_eq!(complete(url, c, chat("developer")), system);
+    assert_eq!(complete(url, "/chat/completions", chat("system")), system);
+    let models: Value = client().get(format!("{url}/models")).send().unwrap().json().unwrap();
+    assert_eq!(models["data"][0]["id"], MODEL);
 }
 
 /// A KV pool smaller than the context (4 blocks of 16: 64 positions) bounds a sequence as the

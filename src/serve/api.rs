@@ -126,6 +126,20 @@ struct Body {
     function_call: Option<Value>,
     response_format: Option<Value>,
     logit_bias: Option<Value>,
+    /// vLLM's and llama.cpp's: generate past the end-of-sequence token.
+    ignore_eos: Option<bool>,
+    // Other servers' extensions that would change the answer, refused where set.
+    min_tokens: Option<Value>,
+    min_p: Option<Value>,
+    guided_json: Option<Value>,
+    guided_regex: Option<Value>,
+    guided_choice: Option<Value>,
+    guided_grammar: Option<Value>,
+    grammar: Option<Value>,
+    json_schema: Option<Value>,
+    // OpenAI's audio output.
+    modalities: Option<Value>,
+    audio: Option<Value>,
 }
 
 /// What the prompt is, before tokenizing.
@@ -150,6 +164,8 @@ pub struct Request {
     pub priority: Priority,
     /// Chat's `logprobs`: report each token's log-probability and this many alternatives'.
     pub logprobs: Option<u32>,
+    /// Generate past the end-of-sequence token (`ignore_eos`, as vLLM and llama.cpp take it).
+    pub ignore_eos: bool,
 }
 
 impl Request {
@@ -182,6 +198,8 @@ impl Body {
             Some(Value::Object(o)) => !o.is_empty(),
             Some(_) => true,
         };
+        // A number other than 0 (their default).
+        let nonzero = |v: &Option<Value>| set(v) && v.as_ref().and_then(Value::as_f64) != Some(0.0);
         // A choice other than "none" or "auto": a call asked for.
         let calls = |v: &Option<Value>| set(v) && !matches!(v.as_ref().and_then(Value::as_str), Some("none" | "auto"));
         let refused = [
@@ -197,6 +215,20 @@ impl Body {
                 "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
             ),
             ("logit_bias", set(&self.logit_bias), "logit_bias is not supported"),
+            ("min_tokens", nonzero(&self.min_tokens), "min_tokens is not supported"),
+            ("min_p", nonzero(&self.min_p), "min_p is not supported (top_p and top_k are)"),
+            ("guided_json", set(&self.guided_json), "guided_json (structured output) is not supported"),
+            ("guided_regex", set(&self.guided_regex), "guided_regex (structured output) is not supported"),
+            ("guided_choice", set(&self.guided_choice), "guided_choice (structured output) is not supported"),
+            ("guided_grammar", set(&self.guided_grammar), "guided_grammar (structured output) is not supported"),
+            ("grammar", set(&self.grammar), "grammar (structured output) is not supported"),
+            ("json_schema", set(&self.json_schema), "json_schema (structured output) is not supported"),
+            (
+                "modalities",
+                set(&self.modalities) && self.modalities != Some(serde_json::json!(["text"])),
+                "modalities: only [\"text\"] is supported (no audio)",
+            ),
+            ("audio", set(&self.audio), "audio output is not supported"),
         ];
         match refused.into_iter().find(|r| r.1) {
             Some((name, _, why)) => Err(ApiError::invalid(name, why)),
@@ -301,6 +333,7 @@ impl Body {
             include_usage: self.stream_options.and_then(|o| o.include_usage).unwrap_or(false),
             priority: self.priority.unwrap_or(Priority::Interactive),
             logprobs,
+            ignore_eos: self.ignore_eos.unwrap_or(false),
         })
     }
 }
@@ -380,9 +413,26 @@ fn chat_messages(messages: Option<Vec<ChatMessage>>) -> Result<Vec<Message>, Api
                     text
                 }
             };
-            Ok(Message::new(&m.role, &content))
+            Ok(Message::new(chat_role(i, &m.role)?, &content))
         })
         .collect()
+}
+
+/// The role a chat template gets for message `i`'s `role`: OpenAI's "developer" (the system
+/// role of its newer models) is the system's; tool results need tools, which are refused.
+fn chat_role(i: usize, role: &str) -> Result<&str, ApiError> {
+    match role {
+        "system" | "user" | "assistant" => Ok(role),
+        "developer" => Ok("system"),
+        "tool" | "function" => Err(ApiError::invalid(
+            &format!("messages[{i}].role"),
+            format!("messages[{i}]: role {role:?} carries a tool's result; tools are not supported"),
+        )),
+        _ => Err(ApiError::invalid(
+            &format!("messages[{i}].role"),
+            format!("messages[{i}]: role {role:?} is not one of system, developer, user, assistant"),
+        )),
+    }
 }
 
 /// `usage` of an answer.
@@ -493,6 +543,11 @@ mod tests {
             (r#", "tool_choice": "required""#.into(), "tool_choice"),
             (r#", "response_format": {"type": "json_object"}"#.into(), "response_format"),
             (r#", "logit_bias": {"50256": -100}"#.into(), "logit_bias"),
+            (r#", "min_p": 0.05"#.into(), "min_p"),
+            (r#", "min_tokens": 8"#.into(), "min_tokens"),
+            (r#", "guided_json": {"type": "object"}"#.into(), "guided_json"),
+            (r#", "grammar": "root ::= \"a\"""#.into(), "grammar"),
+            (r#", "modalities": ["text", "audio"]"#.into(), "modalities"),
         ] {
             let e = chat(&extra).unwrap_err();
             assert_eq!((e.status, e.param.as_deref()), (400, Some(field)), "{extra}");
@@ -500,8 +555,27 @@ mod tests {
         for extra in [
             r#", "tools": [], "tool_choice": "none", "function_call": "auto""#,
             r#", "response_format": {"type": "text"}, "logit_bias": {}, "tools": null"#,
+            r#", "min_p": 0, "min_tokens": 0, "modalities": ["text"], "guided_json": null"#,
         ] {
             assert!(chat(extra).is_ok(), "{extra}");
+        }
+    }
+
+    /// "developer" (OpenAI's newer system role) reaches the template as "system"; a tool's
+    /// result (no tools here) or an unknown role is a 400 naming the message; `ignore_eos`
+    /// is taken.
+    #[test]
+    fn roles_and_ignore_eos() {
+        let chat = |role: &str, extra: &str| {
+            let body = format!(r#"{{"model": "m", "messages": [{{"role": "{role}", "content": "hi"}}]{extra}}}"#);
+            parse(Endpoint::Chat, &body)
+        };
+        let req = chat("developer", r#", "ignore_eos": true"#).unwrap();
+        assert_eq!((req.prompt, req.ignore_eos), (Prompt::Chat(vec![Message::new("system", "hi")]), true));
+        assert!(!chat("user", "").unwrap().ignore_eos);
+        for role in ["tool", "function", "bogus"] {
+            let e = chat(role, "").unwrap_err();
+            assert_eq!((e.status, e.param.as_deref()), (400, Some("messages[0].role")), "{role}");
         }
     }
 

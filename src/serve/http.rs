@@ -57,14 +57,17 @@ pub fn router(hub: Arc<Hub>, opts: &HttpOptions) -> Result<Router> {
         api_key: opts.api_key.as_deref().filter(|k| !k.is_empty()).map(Arc::from),
         body_limit: opts.body_limit,
     };
-    let v1 = Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(completions))
-        .route("/v1/models", get(models))
-        .route("/v1/models/{id}", get(model))
+    // The OpenAI routes under /v1, and without it as llama.cpp's server takes them too (for
+    // clients given a base URL without /v1).
+    let api = Router::new()
+        .route("/chat/completions", post(chat))
+        .route("/completions", post(completions))
+        .route("/models", get(models))
+        .route("/models/{id}", get(model))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let app = Router::new()
-        .merge(v1)
+        .nest("/v1", api.clone())
+        .merge(api)
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -110,6 +113,14 @@ async fn auth(State(s): State<AppState>, req: HttpRequest, next: Next) -> Respon
     next.run(req).await
 }
 
+/// A random number drawn once a process: answers' ids carry it before their counter, so no id
+/// repeats after a restart (clients store and deduplicate answers by id).
+fn process_key() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *KEY.get_or_init(|| std::collections::hash_map::RandomState::new().build_hasher().finish())
+}
+
 /// Equality whose time depends on the lengths only, not on where the bytes differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
@@ -145,15 +156,18 @@ async fn complete(s: AppState, endpoint: Endpoint, body: Result<Bytes, BytesReje
     let mut sampling = req.sampling.clone();
     // No seed: a different draw for every request.
     sampling.seed = req.seed.unwrap_or_else(|| now_nanos() ^ prompt_ids.len() as u64);
-    let gen = s.hub.submit(prompt_ids, max_tokens, sampling, req.stop.clone(), req.priority, req.logprobs)?;
+    let gen = s.hub.submit(&req, prompt_ids, max_tokens, sampling)?;
     let head = Head {
-        id: format!("{}{}", endpoint.id_prefix(), gen.id),
+        id: format!("{}{:016x}{}", endpoint.id_prefix(), process_key(), gen.id),
         created: now_nanos() / 1_000_000_000,
         model: req.model,
     };
     let logprobs = req.logprobs.is_some();
     if req.stream {
-        Ok(stream(endpoint, head, gen, req.include_usage, logprobs).into_response())
+        let mut events = stream(endpoint, head, gen, req.include_usage, logprobs).into_response();
+        // Proxies such as nginx would otherwise hold the events back until their buffer fills.
+        events.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+        Ok(events)
     } else {
         answer(endpoint, head, gen, logprobs).await
     }

@@ -14,12 +14,12 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
 
-use super::api::{token_logprobs, ApiError, Prompt};
+use super::api::{token_logprobs, ApiError, Prompt, Request};
 use super::prometheus::Registry;
 use super::stop::StopMatcher;
 use crate::engine::{EngineOptions, Finish};
 use crate::sampling::SamplingParams;
-use crate::sched::{Command, Event, ModelSource, Priority, RequestStats, SeqRequest, TokenLogprobs, Worker};
+use crate::sched::{Command, Event, ModelSource, RequestStats, SeqRequest, TokenLogprobs, Worker};
 use crate::tokenizer::TextTokenizer;
 
 /// Whether the model can serve.
@@ -233,17 +233,16 @@ impl Hub {
         }
     }
 
-    /// Queues a request (`logprobs`: `api::Request::logprobs`); 503 while the model loads or
-    /// when the queue is full.
+    /// Queues `req` over its prompt's ids, `max_tokens` and `sampling` (the seed drawn where
+    /// it gave none); 503 while the model loads or when the queue is full.
     pub fn submit(
         &self,
+        req: &Request,
         prompt_ids: Vec<u32>,
         max_tokens: usize,
         sampling: SamplingParams,
-        stop: Vec<String>,
-        priority: Priority,
-        logprobs: Option<u32>,
     ) -> Result<Generation, ApiError> {
+        let (stop, priority, logprobs) = (req.stop.clone(), req.priority, req.logprobs);
         match &*self.shared.state.borrow() {
             State::Ready => {}
             State::Loading => return Err(unavailable("the model is still loading")),
@@ -259,7 +258,8 @@ impl Hub {
             routes.insert(id, tx);
         }
         let prompt_tokens = prompt_ids.len();
-        let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos: true, priority, logprobs };
+        let stop_at_eos = !req.ignore_eos;
+        let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos, priority, logprobs };
         let _ = self.commands.unbounded_send(Command::SubmitIds(req));
         Ok(Generation {
             id,
