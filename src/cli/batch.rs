@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -112,20 +114,68 @@ fn read_lines(path: &Path) -> Result<Vec<Result<String, String>>> {
     Ok(lines)
 }
 
-/// The output: a file, or stdout. Opened before the model loads, so a path that cannot be
-/// written fails at once; never the input file, which creating it would empty.
-fn open_output(a: &BatchArgs) -> Result<Box<dyn Write>> {
-    let Some(p) = &a.output else { return Ok(Box::new(std::io::stdout().lock())) };
-    let same = |x: &Path| std::fs::canonicalize(x).ok();
-    if p.exists() && same(p) == same(&a.input) {
+/// Checks before the model loads that the output can be written, leaving what it holds: never
+/// the input file (by path, link or hard link), which writing would empty.
+fn check_output(a: &BatchArgs) -> Result<()> {
+    let Some(p) = &a.output else { return Ok(()) };
+    if p.exists() && same_file(p, &a.input) {
         anyhow::bail!("--output {} is the input file: the answers would overwrite the requests", p.display());
     }
-    Ok(Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?))
+    let open = std::fs::OpenOptions::new().append(true).create(true).open(p);
+    open.map(drop).with_context(|| format!("cannot write {}", p.display()))
+}
+
+/// `a` and `b` are one file: the same device and inode where there are such, else the same
+/// canonical path.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        id(a).is_some() && id(a) == id(b)
+    }
+    #[cfg(not(unix))]
+    {
+        let path = |p: &Path| std::fs::canonicalize(p).ok();
+        path(a).is_some() && path(a) == path(b)
+    }
+}
+
+/// The output, emptied once the model has loaded (a model that fails to load leaves an earlier
+/// run's answers in place), and its name for errors.
+fn open_output(a: &BatchArgs) -> Result<(Box<dyn Write>, String)> {
+    let Some(p) = &a.output else { return Ok((Box::new(std::io::stdout().lock()), "stdout".into())) };
+    let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+    Ok((Box::new(std::io::BufWriter::new(file)), p.display().to_string()))
+}
+
+/// Set by the first SIGINT (Ctrl-C): the run stops after its step, and the finished answers are
+/// still written; a second one ends the process at once.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    let watch = move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                set.store(true, Ordering::Relaxed);
+                eprintln!("\ninterrupted: writing the finished answers (Ctrl-C again quits at once)");
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+    };
+    // Without the thread Ctrl-C ends the process as it always did.
+    let _ = std::thread::Builder::new().name("wginfer-batch-sigint".into()).spawn(watch);
+    flag
 }
 
 /// Answers by input line, written in input order as soon as every earlier one is.
 struct Answers {
     out: Box<dyn Write>,
+    /// The output's name, for its write errors.
+    name: String,
     /// The request lines (blank lines are none), in order, and how many are written.
     lines: Vec<usize>,
     written: usize,
@@ -136,10 +186,10 @@ impl Answers {
     fn put(&mut self, line: usize, v: serde_json::Value) -> Result<()> {
         self.done.insert(line, v);
         while let Some(v) = self.lines.get(self.written).and_then(|i| self.done.remove(i)) {
-            writeln!(self.out, "{v}")?;
+            writeln!(self.out, "{v}").with_context(|| format!("writing {}", self.name))?;
             self.written += 1;
         }
-        Ok(())
+        self.out.flush().with_context(|| format!("writing {}", self.name))
     }
 
     /// After a failure that ends the run: every line not yet written, its answer if it has one,
@@ -147,16 +197,17 @@ impl Answers {
     fn close_after(&mut self, error: &anyhow::Error) -> Result<()> {
         for &i in &self.lines[self.written..] {
             let v = self.done.remove(&i).unwrap_or_else(|| json!({"index": i, "error": format!("not run: {error:#}")}));
-            writeln!(self.out, "{v}")?;
+            writeln!(self.out, "{v}").with_context(|| format!("writing {}", self.name))?;
         }
         self.written = self.lines.len();
-        Ok(())
+        self.out.flush().with_context(|| format!("writing {}", self.name))
     }
 }
 
 pub fn run(a: &BatchArgs) -> Result<()> {
     let lines = read_lines(&a.input)?;
-    let out = open_output(a)?;
+    check_output(a)?;
+    let interrupted = interrupt_flag();
     let mut opts = a.model.engine_options();
     // Steps as large as asked for (the engine's buffers are sized for its largest step).
     opts.forward.max_rows = opts.forward.max_rows.max(a.max_batch_tokens);
@@ -168,7 +219,8 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut batcher = Batcher::new(&mut engine, batch);
     let requests: Vec<usize> =
         (0..lines.len()).filter(|&i| lines[i].as_ref().map_or(true, |l| !l.trim().is_empty())).collect();
-    let mut answers = Answers { out, lines: requests.clone(), written: 0, done: BTreeMap::new() };
+    let (out, name) = open_output(a)?;
+    let mut answers = Answers { out, name, lines: requests.clone(), written: 0, done: BTreeMap::new() };
     let mut prompts: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let bar = indicatif::ProgressBar::new(requests.len() as u64);
     bar.set_style(
@@ -193,6 +245,9 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut ids: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let mut run_all = || -> Result<()> {
         while !batcher.is_idle() {
+            if interrupted.load(Ordering::Relaxed) {
+                anyhow::bail!("interrupted (Ctrl-C)");
+            }
             for ev in batcher.step(&mut engine)? {
                 match ev {
                     SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),

@@ -21,11 +21,11 @@ pub struct GenerateArgs {
     /// The prompt as token ids, comma-separated (bypasses the tokenizer).
     #[arg(long, value_delimiter = ',')]
     prompt_ids: Option<Vec<u32>>,
-    /// Wrap the prompt in the model's chat template.
-    #[arg(long)]
+    /// Wrap the prompt in the model's chat template (a text prompt: ids bypass it).
+    #[arg(long, conflicts_with = "prompt_ids")]
     chat: bool,
     /// System prompt (with --chat).
-    #[arg(long)]
+    #[arg(long, requires = "chat")]
     system: Option<String>,
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
