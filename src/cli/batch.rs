@@ -207,7 +207,6 @@ impl Answers {
 pub fn run(a: &BatchArgs) -> Result<()> {
     let lines = read_lines(&a.input)?;
     check_output(a)?;
-    let interrupted = interrupt_flag();
     let mut opts = a.model.engine_options();
     // Steps as large as asked for (the engine's buffers are sized for its largest step).
     opts.forward.max_rows = opts.forward.max_rows.max(a.max_batch_tokens);
@@ -220,6 +219,8 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let requests: Vec<usize> =
         (0..lines.len()).filter(|&i| lines[i].as_ref().map_or(true, |l| !l.trim().is_empty())).collect();
     let (out, name) = open_output(a)?;
+    // From here Ctrl-C keeps the answers (before, during the load, it ends the process at once).
+    let interrupted = interrupt_flag();
     let mut answers = Answers { out, name, lines: requests.clone(), written: 0, done: BTreeMap::new() };
     let mut prompts: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     let bar = indicatif::ProgressBar::new(requests.len() as u64);
