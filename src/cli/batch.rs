@@ -118,7 +118,7 @@ fn read_lines(path: &Path) -> Result<Vec<Result<String, String>>> {
 /// the input file (by path, link or hard link), which writing would empty.
 fn check_output(a: &BatchArgs) -> Result<()> {
     let Some(p) = &a.output else { return Ok(()) };
-    if p.exists() && same_file(p, &a.input) {
+    if same_file(p, &a.input) {
         anyhow::bail!("--output {} is the input file: the answers would overwrite the requests", p.display());
     }
     let open = std::fs::OpenOptions::new().append(true).create(true).open(p);

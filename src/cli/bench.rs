@@ -191,8 +191,10 @@ fn weight_type_named(flag: &str, name: &str) -> Result<WeightType> {
 /// past u32 (a prompt length of 2^32 made a context of 17 and then a prompt of 16 GiB).
 pub(super) fn bench_context(positions: &[usize]) -> Result<u32> {
     let total = positions.iter().try_fold(16usize, |sum, &p| sum.checked_add(p));
-    let parts = positions.iter().map(usize::to_string).collect::<Vec<_>>().join(" + ");
-    total.and_then(|t| u32::try_from(t).ok()).with_context(|| format!("{parts} positions do not fit a context"))
+    total.and_then(|t| u32::try_from(t).ok()).with_context(|| {
+        let parts: Vec<String> = positions.iter().map(usize::to_string).collect();
+        format!("{} positions do not fit a context", parts.join(" + "))
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
