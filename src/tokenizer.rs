@@ -27,6 +27,12 @@ impl Message {
     }
 }
 
+/// The most bytes of text one prompt may have (a chat's, as its template renders it): a million
+/// tokens, past any context the engine runs, while the tokenizer's working memory (about 200
+/// bytes a byte of text) stays under a gigabyte. A longer one is refused, not tokenized until
+/// the allocator aborts the process.
+pub const MAX_PROMPT_BYTES: usize = 4 << 20;
+
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
     chat_template: Option<String>,
@@ -192,22 +198,31 @@ impl TextTokenizer {
 
     /// The tokenizer and chat template a GGUF file carries in its metadata.
     pub fn from_gguf(g: &crate::model::gguf::Gguf) -> Result<TextTokenizer> {
-        use crate::model::gguf::Meta;
         let (inner, bos_token, eos_token) =
             crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
-        let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true)));
+        let named = |e: anyhow::Error| e.context(format!("in {}", g.path.display()));
+        let add_bos = g.bool("tokenizer.ggml.add_bos_token").map_err(named)? == Some(true);
+        let bos = g.token_id("tokenizer.ggml.bos_token_id").map_err(named)?;
+        if add_bos && bos.is_none() {
+            return Err(named(anyhow!(
+                "metadata tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing"
+            )));
+        }
         Ok(TextTokenizer {
             spelling: Spelling::of(inner.get_decoder()),
             inner,
-            chat_template: g.str("tokenizer.chat_template").map(str::to_string),
+            chat_template: g.str("tokenizer.chat_template").map_err(named)?.map(str::to_string),
             bos_token,
             eos_token,
-            eos_ids: g.token_id("tokenizer.ggml.eos_token_id").into_iter().collect(),
-            bos_prefix: if add_bos { g.token_id("tokenizer.ggml.bos_token_id") } else { None },
+            eos_ids: g.token_id("tokenizer.ggml.eos_token_id").map_err(named)?.into_iter().collect(),
+            bos_prefix: bos.filter(|_| add_bos),
         })
     }
 
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        if text.len() > MAX_PROMPT_BYTES {
+            bail!("the prompt's text is {} bytes; at most {MAX_PROMPT_BYTES} (4 MiB) are tokenized", text.len());
+        }
         let enc = self.inner.encode(text, add_special_tokens).map_err(|e| anyhow!("tokenizing failed: {e}"))?;
         let bos = self.bos_prefix.filter(|_| add_special_tokens);
         Ok(bos.into_iter().chain(enc.get_ids().iter().copied()).collect())
@@ -398,6 +413,18 @@ mod tests {
             let tok = word_level(fields.clone()).unwrap();
             assert_eq!(tok.encode("hi there you", false).unwrap(), plain, "{fields}");
         }
+    }
+
+    /// A prompt past `MAX_PROMPT_BYTES` is refused before the tokenizer sees it (its working
+    /// memory, ~200 bytes a byte, aborted the process on a 16 MB batch line); one at the limit
+    /// is tokenized.
+    #[test]
+    fn prompts_past_the_byte_limit_are_refused() {
+        let tok = word_level(serde_json::json!({})).unwrap();
+        let at_limit = "a ".repeat(MAX_PROMPT_BYTES / 2);
+        assert_eq!(tok.encode(&at_limit, false).unwrap().len(), MAX_PROMPT_BYTES / 2);
+        let e = tok.encode(&(at_limit + "a"), false).unwrap_err().to_string();
+        assert!(e.contains(&format!("is {} bytes; at most {MAX_PROMPT_BYTES}", MAX_PROMPT_BYTES + 1)), "{e}");
     }
 
     /// A Strip decoder with a stop count (which the `tokenizers` crate panics on for a token of

@@ -10,8 +10,10 @@ use serde_json::{json, Value};
 use wginfer::engine::{Engine, EngineOptions};
 use wginfer::model::config::read_config;
 use wginfer::model::folder::ModelFolder;
-use wginfer::model::gguf::Gguf;
+use wginfer::model::gguf::{Gguf, Meta};
+use wginfer::model::loader::check_sizes;
 use wginfer::model::safetensors::SafeTensors;
+use wginfer::tokenizer::TextTokenizer;
 
 mod support;
 
@@ -144,6 +146,62 @@ fn absurd_gguf_metadata_sizes_are_rejected() {
     let path = write_sparse(dir.path(), "bad.gguf", &b, 0);
     let msg = format!("{:#}", Gguf::open(&path).unwrap().config().unwrap_err());
     assert_mentions(&msg, &["llama.block_count", "4294967295"]);
+}
+
+/// Metadata the engine reads, of another type than it reads or naming a token the vocabulary
+/// lacks, is an error naming the key and the file: read as absent, it changed what the model
+/// did without a word (an EOS id past the vocabulary never stopped generation; a string
+/// `add_bos_token` dropped the BOS).
+#[test]
+fn gguf_metadata_of_the_wrong_type_or_past_the_vocabulary_is_refused() {
+    let path = support::fixture("gguf/tiny-llama-q8_0.gguf");
+    let n = Gguf::open(&path).unwrap().get("tokenizer.ggml.tokens").and_then(Meta::as_array).unwrap().len() as u64;
+    let below = format!("below the {n} tokens");
+    let cases: [(&str, Meta, &str); 7] = [
+        ("tokenizer.ggml.eos_token_id", Meta::UInt(n), &below),
+        ("tokenizer.ggml.bos_token_id", Meta::Str("1".into()), "found the string \"1\""),
+        ("tokenizer.ggml.add_bos_token", Meta::Str("true".into()), "must be a boolean"),
+        ("tokenizer.ggml.pre", Meta::Int(2), "must be a string, found the integer 2"),
+        ("tokenizer.chat_template", Meta::Array(vec![]), "must be a string, found an array of 0 values"),
+        ("tokenizer.ggml.token_type", Meta::Array(vec![Meta::Int(1)]), &format!("holds 1 types for the {n} tokens")),
+        ("tokenizer.ggml.model", Meta::Bool(true), "must be a string, found the boolean true"),
+    ];
+    for (key, value, says) in cases {
+        let mut g = Gguf::open(&path).unwrap();
+        g.meta.insert(key.into(), value);
+        let Err(e) = TextTokenizer::from_gguf(&g) else { panic!("{key}: the tokenizer was built") };
+        assert_mentions(&format!("{e:#}"), &[key, says, "tiny-llama-q8_0.gguf"]);
+    }
+    for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.bos_token_id"] {
+        let mut g = Gguf::open(&path).unwrap();
+        g.meta.insert(key.into(), Meta::UInt(n));
+        assert_mentions(&format!("{:#}", g.config().unwrap_err()), &[key, &below]);
+        g.meta.insert(key.into(), Meta::UInt(n - 1));
+        assert!(g.config().is_ok() && TextTokenizer::from_gguf(&g).is_ok(), "{key} = {}", n - 1);
+    }
+}
+
+/// A tensor the file lacks is named as the file would name it, and tensors whose data overlap
+/// are refused.
+#[test]
+fn gguf_tensor_errors_use_the_files_names() {
+    let mut b = std::fs::read(support::fixture("gguf/tiny-llama-q8_0.gguf")).unwrap();
+    let name = b"blk.0.attn_q.weight";
+    let at = b.windows(name.len()).position(|w| w == name).unwrap();
+    b[at..at + name.len()].copy_from_slice(b"blk.0.attn_X.weight");
+    let g = Gguf::from_bytes(Path::new("renamed.gguf"), &b).unwrap();
+    let e = check_sizes(&g.config().unwrap(), &g).unwrap_err();
+    assert_mentions(&format!("{e:#}"), &["missing tensor blk.0.attn_q.weight"]);
+
+    let mut b = gguf_header(3, 0);
+    for (name, offset) in [("output_norm.weight", 0u64), ("token_embd.weight", 0), ("blk.0.attn_norm.weight", 32)] {
+        push_str(&mut b, name);
+        b.extend(1u32.to_le_bytes());
+        b.extend(8u64.to_le_bytes());
+        b.extend(0u32.to_le_bytes()); // F32
+        b.extend(offset.to_le_bytes());
+    }
+    assert_mentions(&gguf_error(&b, 4096), &["tensors output_norm.weight and token_embd.weight overlap"]);
 }
 
 /// The error opening `bytes` as a folder's model.safetensors; it must name the file.

@@ -166,6 +166,8 @@ fn stream(url: &str, path: &str, body: Value) -> (String, String, Value) {
     }
     let finish = chunks.last().unwrap()["choices"][0]["finish_reason"].as_str().unwrap().to_string();
     assert!(chunks[..chunks.len() - 1].iter().all(|c| c["choices"][0]["finish_reason"].is_null()));
+    // As OpenAI's: with include_usage, every chunk before the usage chunk has "usage": null.
+    assert!(chunks.iter().all(|c| c.get("usage") == Some(&Value::Null)), "{chunks:?}");
     (text, finish, usage["usage"].clone())
 }
 

@@ -84,7 +84,7 @@ pub fn run(a: &ChatArgs) -> Result<()> {
                 // Keep the session (the template, the model or decoding failed): drop the
                 // turn that failed and say why.
                 history.pop();
-                eprintln!("error: {e:#}");
+                eprintln!("error: {e:#}\n(that message was left out of the chat; /reset starts a new one)");
             }
         }
     }

@@ -52,6 +52,21 @@ impl Meta {
             _ => None,
         }
     }
+
+    /// The value for an error message, cut short: an array of a million tokens is not printed.
+    pub fn describe(&self) -> String {
+        match self {
+            Meta::Int(v) => format!("the integer {v}"),
+            Meta::UInt(v) => format!("the integer {v}"),
+            Meta::Float(v) => format!("the number {v}"),
+            Meta::Bool(v) => format!("the boolean {v}"),
+            Meta::Str(s) if s.chars().count() > 40 => {
+                format!("a string of {} bytes ({:?}...)", s.len(), s.chars().take(40).collect::<String>())
+            }
+            Meta::Str(s) => format!("the string {s:?}"),
+            Meta::Array(a) => format!("an array of {} values", a.len()),
+        }
+    }
 }
 
 struct TensorInfo {
@@ -270,6 +285,14 @@ impl Gguf {
             }
             tensors.insert(name, TensorInfo { dtype, shape, range: start..end });
         }
+        // Writers lay tensors end to end; overlapping ones would read each other's bytes. Sorted
+        // by start, any overlap shows between neighbours.
+        let mut spans: Vec<(&std::ops::Range<usize>, &String)> =
+            tensors.iter().filter(|(_, t)| !t.range.is_empty()).map(|(n, t)| (&t.range, n)).collect();
+        spans.sort_unstable_by_key(|(r, n)| (r.start, r.end, *n));
+        if let Some(w) = spans.windows(2).find(|w| w[1].0.start < w[0].0.end) {
+            bail!("tensors {} and {} overlap: their data share byte {} of the file", w[0].1, w[1].1, w[1].0.start);
+        }
         Ok(Gguf { path: path.to_path_buf(), version, meta, tensors, map })
     }
 
@@ -277,18 +300,37 @@ impl Gguf {
         self.meta.get(key)
     }
 
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.get(key).and_then(Meta::as_str)
+    /// A string the engine reads: `None` where absent, an error naming the key where the value
+    /// is of another type (read as absent, it would silently change what the model does).
+    pub fn str(&self, key: &str) -> Result<Option<&str>> {
+        self.typed(key, "a string", Meta::as_str)
     }
 
-    /// A token id of the metadata (`tokenizer.ggml.eos_token_id` ...); one past u32 names no
-    /// token (a cast would wrap it onto one).
-    pub fn token_id(&self, key: &str) -> Option<u32> {
-        self.get(key).and_then(Meta::as_u64).and_then(|v| u32::try_from(v).ok())
+    pub fn bool(&self, key: &str) -> Result<Option<bool>> {
+        self.typed(key, "a boolean", |m| match m {
+            Meta::Bool(b) => Some(*b),
+            _ => None,
+        })
+    }
+
+    fn typed<'a, T>(&'a self, key: &str, what: &str, read: impl Fn(&'a Meta) -> Option<T>) -> Result<Option<T>> {
+        self.get(key)
+            .map(|v| read(v).with_context(|| format!("metadata {key} must be {what}, found {}", v.describe())))
+            .transpose()
+    }
+
+    /// A token id of the metadata (`tokenizer.ggml.eos_token_id` ...): an integer naming one of
+    /// the file's `tokenizer.ggml.tokens`. One past the vocabulary could never be generated (an
+    /// EOS that never stops) nor embedded.
+    pub fn token_id(&self, key: &str) -> Result<Option<u32>> {
+        let tokens = self.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map_or(u64::MAX, |t| t.len() as u64);
+        let what = format!("a token id below the {tokens} tokens of tokenizer.ggml.tokens");
+        let what = if tokens == u64::MAX { "a token id" } else { &what };
+        self.typed(key, what, |m| m.as_u64().filter(|&id| id < tokens).and_then(|id| u32::try_from(id).ok()))
     }
 
     fn arch(&self) -> Result<(&str, Arch)> {
-        let name = self.str("general.architecture").context("missing metadata general.architecture")?;
+        let name = self.str("general.architecture")?.context("missing metadata general.architecture")?;
         let arch = match name {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
@@ -301,15 +343,13 @@ impl Gguf {
 
     fn uint(&self, key: &str) -> Result<usize> {
         let v = self.get(key).with_context(|| format!("missing metadata {key}"))?;
-        v.as_u64()
-            .and_then(valid_size)
-            .with_context(|| format!("metadata {key} must be a positive integer up to {MAX_SIZE}, found {v:?}"))
+        v.as_u64().and_then(valid_size).with_context(|| {
+            format!("metadata {key} must be a positive integer up to {MAX_SIZE}, found {}", v.describe())
+        })
     }
 
     fn float(&self, key: &str) -> Result<Option<f32>> {
-        self.get(key)
-            .map(|v| v.as_f64().map(|f| f as f32).with_context(|| format!("metadata {key} must be a number")))
-            .transpose()
+        self.typed(key, "a number", |m| m.as_f64().map(|f| f as f32))
     }
 
     /// A float the model needs positive and finite (a base or an epsilon), where present.
@@ -371,8 +411,8 @@ impl Gguf {
             } else {
                 4096
             },
-            eos_ids: self.token_id("tokenizer.ggml.eos_token_id").into_iter().collect(),
-            bos_id: self.token_id("tokenizer.ggml.bos_token_id"),
+            eos_ids: self.token_id("tokenizer.ggml.eos_token_id")?.into_iter().collect(),
+            bos_id: self.token_id("tokenizer.ggml.bos_token_id")?,
         })
     }
 
@@ -380,7 +420,7 @@ impl Gguf {
     /// frequencies by the factor; Gemma 3: of the global layers only). A factor of 1 is none.
     fn rope_scaling(&self, a: &str) -> Result<RopeScaling> {
         let factor = self.float(&format!("{a}.rope.scaling.factor"))?;
-        let kind = self.str(&format!("{a}.rope.scaling.type"));
+        let kind = self.str(&format!("{a}.rope.scaling.type"))?;
         Ok(match (kind, factor) {
             (Some("none"), _) | (_, None) => RopeScaling::None,
             (_, Some(1.0)) => RopeScaling::None,
@@ -446,6 +486,10 @@ impl Gguf {
 }
 
 impl Gguf {
+    fn gguf_name(&self, hf: &str) -> Result<Option<String>> {
+        Ok(gguf_name(hf, self.str("general.architecture")? == Some("gemma3")))
+    }
+
     fn host(&self, name: &str, t: &TensorInfo) -> HostTensor<'_> {
         HostTensor {
             name: name.to_string(),
@@ -496,8 +540,12 @@ fn gguf_name(hf: &str, post_norms: bool) -> Option<String> {
 
 impl TensorSource for Gguf {
     fn tensor(&self, name: &str) -> Result<Option<HostTensor<'_>>> {
-        let Some(g) = gguf_name(name, self.str("general.architecture") == Some("gemma3")) else { return Ok(None) };
+        let Some(g) = self.gguf_name(name)? else { return Ok(None) };
         Ok(self.tensors.get(&g).map(|t| self.host(&g, t)))
+    }
+
+    fn file_name(&self, name: &str) -> String {
+        self.gguf_name(name).ok().flatten().unwrap_or_else(|| name.to_string())
     }
 
     fn every_tensor(&self) -> Vec<HostTensor<'_>> {
@@ -509,6 +557,6 @@ impl TensorSource for Gguf {
     /// llama.cpp's converter stores the q and k rows of `llama` models with each RoPE pair
     /// adjacent, which is the order the engine uses.
     fn qk_rows_pair_adjacent(&self) -> bool {
-        self.str("general.architecture") == Some("llama")
+        matches!(self.str("general.architecture"), Ok(Some("llama")))
     }
 }

@@ -50,11 +50,8 @@ fn strings<'a>(g: &'a Gguf, key: &str) -> Result<Vec<&'a str>> {
 /// The tokenizer, plus the texts of the BOS and EOS tokens.
 pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
     let tokens = strings(g, "tokenizer.ggml.tokens")?;
-    let types: Vec<i64> = match g.get("tokenizer.ggml.token_type").and_then(Meta::as_array) {
-        Some(a) => a.iter().map(|m| m.as_f64().unwrap_or(1.0) as i64).collect(),
-        None => vec![1; tokens.len()],
-    };
-    let spec = match (g.str("tokenizer.ggml.model"), g.str("general.architecture")) {
+    let types = token_types(g, tokens.len())?;
+    let spec = match (g.str("tokenizer.ggml.model")?, g.str("general.architecture")?) {
         (Some("gpt2"), _) => gpt2(g, &tokens, &types)?,
         (Some("llama"), Some("gemma3")) => gemma(&tokens, &types)?,
         (other, _) => bail!(
@@ -63,9 +60,30 @@ pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
     };
     let tok: tokenizers::Tokenizer =
         spec.to_string().parse().map_err(|e| anyhow!("cannot build a tokenizer from the GGUF metadata: {e}"))?;
-    let text =
-        |key: &str| g.token_id(key).and_then(|i| tokens.get(i as usize)).map(|s| s.to_string()).unwrap_or_default();
-    Ok((tok, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id")))
+    let text = |key: &str| -> Result<String> {
+        Ok(g.token_id(key)?.map(|i| tokens[i as usize].to_string()).unwrap_or_default())
+    };
+    Ok((tok, text("tokenizer.ggml.bos_token_id")?, text("tokenizer.ggml.eos_token_id")?))
+}
+
+/// `tokenizer.ggml.token_type`: one integer a token (1 normal, 3 control, 4 user-defined ...);
+/// all normal where absent.
+fn token_types(g: &Gguf, n_tokens: usize) -> Result<Vec<i64>> {
+    const KEY: &str = "tokenizer.ggml.token_type";
+    let Some(v) = g.get(KEY) else { return Ok(vec![1; n_tokens]) };
+    let types = v.as_array().with_context(|| format!("metadata {KEY} must be an array, found {}", v.describe()))?;
+    if types.len() != n_tokens {
+        bail!("metadata {KEY} holds {} types for the {n_tokens} tokens of tokenizer.ggml.tokens", types.len());
+    }
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match *m {
+            Meta::Int(t) => Ok(t),
+            Meta::UInt(t) => Ok(t as i64),
+            _ => bail!("metadata {KEY}: entry {i} must be an integer, found {}", m.describe()),
+        })
+        .collect()
 }
 
 /// A gpt2-style byte-level BPE (tokens and merges as the file gives them).
@@ -84,7 +102,7 @@ fn gpt2(g: &Gguf, tokens: &[&str], types: &[i64]) -> Result<Value> {
                    "normalized": ty == 4, "special": ty == 3})
         })
         .collect();
-    let (pre, normalizer) = pre_tokenizer(g.str("tokenizer.ggml.pre").unwrap_or("default"))?;
+    let (pre, normalizer) = pre_tokenizer(g.str("tokenizer.ggml.pre")?.unwrap_or("default"))?;
     Ok(json!({
         "version": "1.0", "truncation": null, "padding": null,
         "added_tokens": added,
@@ -124,6 +142,11 @@ fn gemma(tokens: &[&str], types: &[i64]) -> Result<Value> {
     let mut ids: HashMap<&str, usize> = HashMap::with_capacity(respelled.len());
     for (i, t) in respelled.iter().enumerate() {
         ids.insert(t, i);
+    }
+    // The model's unknown token: without it in the vocabulary, text the byte fallback cannot
+    // spell would fail at the request, not here.
+    if !ids.contains_key("<unk>") {
+        bail!("tokenizer.ggml.tokens has no \"<unk>\" token, which a SentencePiece vocabulary needs");
     }
     let mut merges: Vec<(usize, usize, &str, &str)> = Vec::new();
     let vocab_bytes: usize = respelled.iter().map(String::len).sum();
@@ -185,9 +208,16 @@ mod tests {
     fn a_vocabulary_of_every_split_is_refused() {
         let words: Vec<String> =
             (1..=40).flat_map(|n| (0..=n).map(move |i| "a".repeat(i) + &"b".repeat(n - i))).collect();
-        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let tokens: Vec<&str> = ["<unk>"].into_iter().chain(words.iter().map(String::as_str)).collect();
         let e = gemma(&tokens, &vec![1; tokens.len()]).unwrap_err();
         assert!(e.to_string().contains("more than 8 merges a token"), "{e}");
         assert!(gemma(&tokens[..5], &[1; 5]).is_ok());
+    }
+
+    #[test]
+    fn a_vocabulary_without_unk_is_refused() {
+        let e = gemma(&["a", "b", "ab"], &[1; 3]).unwrap_err();
+        assert!(e.to_string().contains("no \"<unk>\" token"), "{e}");
+        assert!(gemma(&["<unk>", "a", "b", "ab"], &[2, 1, 1, 1]).is_ok());
     }
 }

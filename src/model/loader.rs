@@ -66,7 +66,7 @@ impl Weights {
 
 /// `name` from `src`, which must have shape `shape`.
 fn shaped_tensor<'a>(src: &'a dyn TensorSource, name: &str, shape: &[usize]) -> Result<HostTensor<'a>> {
-    let t = src.tensor(name)?.with_context(|| format!("missing tensor {name}"))?;
+    let t = src.tensor(name)?.with_context(|| format!("missing tensor {}", src.file_name(name)))?;
     t.check_shape(shape)?;
     Ok(t)
 }
@@ -133,7 +133,7 @@ impl Loader<'_> {
             let ty = t.dtype.gpu_type();
             let row_bytes = ty
                 .row_bytes(cols)
-                .with_context(|| format!("tensor {name}: {cols} columns are not whole {} blocks", ty.name()))?;
+                .with_context(|| format!("tensor {}: {cols} columns are not whole {} blocks", t.name, ty.name()))?;
             sources.push((first_row, ty, row_bytes, t.to_weight_bytes(ty)?));
             first_row += rows;
         }

@@ -138,6 +138,12 @@ pub trait TensorSource {
     /// of the whole file: `wginfer info --check`).
     fn every_tensor(&self) -> Vec<HostTensor<'_>>;
 
+    /// What the file calls the tensor of engine name `name` (GGUF: `blk.0.attn_q.weight`), for
+    /// errors about a tensor the file lacks.
+    fn file_name(&self, name: &str) -> String {
+        name.to_string()
+    }
+
     /// Whether the q and k projection rows already come with each RoPE pair adjacent.
     fn qk_rows_pair_adjacent(&self) -> bool {
         false

@@ -179,7 +179,9 @@ impl Request {
             if inner.is_syntax() || inner.is_eof() {
                 ApiError::new(400, "invalid_request_error", None, format!("the body is not valid JSON: {inner}"))
             } else if path == "." {
-                ApiError::new(400, "invalid_request_error", None, format!("the body: {inner}"))
+                // serde names the body's type by the struct it reads into.
+                let message = inner.to_string().replace("struct Body", "a JSON object");
+                ApiError::new(400, "invalid_request_error", None, format!("the body: {message}"))
             } else {
                 ApiError::invalid(&path, format!("{path}: {inner}"))
             }
@@ -484,7 +486,8 @@ impl Endpoint {
             }
             Endpoint::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
         };
-        head.object(self.object(true), vec![choice], None)
+        // With `include_usage`, OpenAI's chunks before the usage chunk carry `"usage": null`.
+        head.object(self.object(true), vec![choice], head.stream_usage.then_some(Value::Null))
     }
 
     /// The chunk after the last one when `stream_options.include_usage` asks for it.
@@ -498,6 +501,8 @@ pub struct Head {
     pub id: String,
     pub created: u64,
     pub model: String,
+    /// A stream that ends with a usage chunk (`stream_options.include_usage`).
+    pub stream_usage: bool,
 }
 
 impl Head {
@@ -587,6 +592,10 @@ mod tests {
         assert!(e.message.contains("missing field `model`"), "{}", e.message);
         let e = parse(Endpoint::Text, r#"{"model": "m"}"#).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("prompt"));
+        for body in ["[]", "\"hi\"", "3"] {
+            let e = parse(Endpoint::Chat, body).unwrap_err();
+            assert!(e.message.contains("expected a JSON object") && !e.message.contains("Body"), "{}", e.message);
+        }
     }
 
     #[test]

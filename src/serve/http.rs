@@ -161,6 +161,7 @@ async fn complete(s: AppState, endpoint: Endpoint, body: Result<Bytes, BytesReje
         id: format!("{}{:016x}{}", endpoint.id_prefix(), process_key(), gen.id),
         created: now_nanos() / 1_000_000_000,
         model: req.model,
+        stream_usage: req.stream && req.include_usage,
     };
     let logprobs = req.logprobs.is_some();
     if req.stream {
