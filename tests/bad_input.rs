@@ -8,6 +8,7 @@ use wginfer::engine::{Engine, EngineOptions, Request};
 use wginfer::kv::KvOptions;
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
+use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama-f32")
@@ -158,16 +159,49 @@ fn token_id_out_of_range() {
 /// step fails saying so, where the GPU argmax's u32::MAX used to come back as a token id.
 #[test]
 fn logits_that_are_not_numbers_are_an_error_saying_so() {
+    let dir = nan_logits_model();
+    let mut engine = Engine::load(dir.path(), &EngineOptions::default()).unwrap();
+    let req =
+        Request { prompt_ids: vec![1, 5], max_tokens: 2, sampling: SamplingParams::default(), stop_at_eos: false };
+    assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["logits are not finite"]);
+}
+
+/// The fixture with its final norm's weights NaN: every logit is NaN.
+fn nan_logits_model() -> tempfile::TempDir {
     let dir = copy_fixture();
     let (header, mut data) = read_safetensors(dir.path());
     let offsets = &header["model.norm.weight"]["data_offsets"];
     let (start, end) = (offsets[0].as_u64().unwrap() as usize, offsets[1].as_u64().unwrap() as usize);
     data[start..end].chunks_exact_mut(4).for_each(|v| v.copy_from_slice(&f32::NAN.to_le_bytes()));
     write_safetensors(dir.path(), &header, &data);
+    dir
+}
+
+/// A step that fails (here reading NaN logits) hands over what it finished before failing: a
+/// request of no tokens, admitted in that step, gets its end. The step's events were dropped,
+/// and the server's client of such a request waited forever (its route never ended).
+#[test]
+fn a_failed_step_keeps_the_ends_it_gathered() {
+    let dir = nan_logits_model();
     let mut engine = Engine::load(dir.path(), &EngineOptions::default()).unwrap();
-    let req =
-        Request { prompt_ids: vec![1, 5], max_tokens: 2, sampling: SamplingParams::default(), stop_at_eos: false };
-    assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["logits are not finite"]);
+    let opts = BatchOptions::for_adapter(&engine.gpu.caps);
+    let mut batcher = Batcher::new(&mut engine, opts);
+    let request = |id, max_tokens| SeqRequest {
+        id,
+        prompt_ids: vec![1, 5],
+        max_tokens,
+        sampling: SamplingParams::default(),
+        stop_at_eos: false,
+        priority: Priority::Interactive,
+        logprobs: None,
+    };
+    batcher.submit(request(1, 4));
+    // The first step only submits: its logits are read by the next.
+    assert!(batcher.step(&mut engine).unwrap().is_empty());
+    batcher.submit(request(2, 0));
+    assert_mentions(&format!("{:#}", batcher.step(&mut engine).unwrap_err()), &["logits are not finite"]);
+    let held = batcher.take_held();
+    assert!(matches!(&held[..], [SeqEvent::Finished(s)] if s.id == 2), "{held:?}");
 }
 
 /// The CLI turns every one of these into one line on stderr and exit status 1.

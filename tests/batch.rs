@@ -181,30 +181,29 @@ fn a_prompt_filling_the_pool_runs_and_one_past_it_is_refused() {
     assert_eq!(got, want);
 }
 
-#[test]
-fn a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one() {
-    // One ring slot, aging 0: the background request counts as interactive from its arrival,
-    // before the interactive one's, so the interactive request waits for it rather than
-    // evicting it. (Evicted, it was admitted again at once and evicted again: admission never
-    // returned.)
-    let _guard =
-        watchdog(Duration::from_secs(600), "a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one");
-    let longest = longest_prompt();
-    let (background, interactive) = (&longest[..6], &longest[..20]);
-    let mut e = engine(&fixture("qwen2-f32"), ring(1));
-    let want = [alone(&mut e, interactive, 6), alone(&mut e, background, 10)];
+/// A background request submitted first, with aging 0 (it counts as interactive from its
+/// arrival, before the interactive one's), and an interactive one submitted before step 2, run
+/// to the end; each one's ids must be those it gets alone. Returns (id, preemptions) in the
+/// order they finished (the background one is id 1).
+fn aged_background_then_interactive(
+    kv: KvOptions,
+    background: (&[u32], usize),
+    interactive: (&[u32], usize),
+) -> Vec<(u64, usize)> {
+    let mut e = engine(&fixture("qwen2-f32"), kv);
+    let want = [alone(&mut e, interactive.0, interactive.1), alone(&mut e, background.0, background.1)];
     let mut b = Batcher::new(&mut e, BatchOptions { aging: Duration::ZERO, ..Default::default() });
-    b.submit(SeqRequest { priority: Priority::Background, ..seq_request(1, background, 10) });
+    b.submit(SeqRequest { priority: Priority::Background, ..seq_request(1, background.0, background.1) });
     let mut got = [Vec::new(), Vec::new()];
     let mut stats = Vec::new();
-    for step in 0..100 {
+    for step in 0..200 {
         if step == 2 {
-            b.submit(seq_request(0, interactive, 6));
+            b.submit(seq_request(0, interactive.0, interactive.1));
         }
         for ev in b.step(&mut e).unwrap() {
             match ev {
                 SeqEvent::Token { id, token, .. } => got[id as usize].push(token),
-                SeqEvent::Finished(s) => stats.push(s),
+                SeqEvent::Finished(s) => stats.push((s.id, s.preemptions)),
                 SeqEvent::Failed { id, error } => panic!("request {id}: {error}"),
             }
         }
@@ -214,8 +213,32 @@ fn a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one() {
     }
     assert!(b.is_idle(), "the batch never finished");
     assert_eq!(got, want);
+    stats
+}
+
+#[test]
+fn a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one() {
+    // One ring slot: the interactive request waits for the background one rather than evicting
+    // it. (Evicted, it was admitted again at once and evicted again: admission never returned.)
+    let _guard =
+        watchdog(Duration::from_secs(600), "a_background_request_past_the_aging_limit_is_not_evicted_by_a_later_one");
+    let longest = longest_prompt();
+    let finished = aged_background_then_interactive(ring(1), (&longest[..6], 10), (&longest[..20], 6));
     // The background request finished first, never evicted: the interactive one waited.
-    assert_eq!(stats.iter().map(|s| (s.id, s.preemptions)).collect::<Vec<_>>(), [(1, 0), (0, 0)]);
+    assert_eq!(finished, [(1, 0), (0, 0)]);
+}
+
+#[test]
+fn a_background_request_past_the_aging_limit_is_not_preempted_by_a_later_one() {
+    // A paged pool of 3 blocks of 16 that cannot hold both answers: when the later request needs
+    // a block and none is free, it waits for the earlier one to finish rather than preempt it.
+    // (Preemption went by priority alone: under a stream of interactive requests a background
+    // one could be preempted and recomputed for ever.)
+    let _guard =
+        watchdog(Duration::from_secs(600), "a_background_request_past_the_aging_limit_is_not_preempted_by_a_later_one");
+    let longest = longest_prompt();
+    let finished = aged_background_then_interactive(paged(2, Some(3)), (&longest[..6], 20), (&longest[..4], 30));
+    assert_eq!(finished, [(1, 0), (0, 0)]);
 }
 
 #[test]

@@ -24,6 +24,38 @@ fn info_lists_adapters_and_limits() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Qwen2"));
 }
 
+/// Options that did nothing, or did something else than they say, are refused naming the
+/// option: the paged pool's options with a ring, an empty API key (it
+/// left the server open), an origin that is no header value (refused only after the load),
+/// counts of zero (made-up figures); a sliding window's error no longer suggests itself.
+#[test]
+fn options_that_would_be_ignored_or_misread_are_refused() {
+    let model = fixture("llama-f32");
+    let model = model.to_str().unwrap();
+    let generate = ["generate", "--model", model, "--prompt-ids", "1,2,3", "--max-tokens", "2"];
+    let cases: [(&[&str], &str); 7] = [
+        (&["--kv-block", "32"], "--kv-block sizes the paged pool's blocks: it needs --kv paged"),
+        (&["--kv-memory", "1"], "--kv-memory sizes the paged pool: it needs --kv paged"),
+        (&["--context", "2", "--sliding-window"], "3 tokens do not fit the context of 2 tokens (raise --context)"),
+        (&["serve", "--model", model, "--port", "0", "--api-key", ""], "--api-key is empty"),
+        (&["serve", "--model", model, "--port", "0", "--cors", "bad\u{7f}origin"], "is not a valid origin"),
+        (
+            &["bench", "e2e", "--synthetic", "smollm2-135m", "--prefill", "0"],
+            "'0' for '--prefill <PREFILL>': must be at least 1",
+        ),
+        (&["bench", "batch-sweep", "--synthetic", "smollm2-135m", "--prompt", "0"], "must be at least 1"),
+    ];
+    for (args, says) in cases {
+        let full: Vec<&str> = match args[0] {
+            "serve" | "bench" => args.to_vec(),
+            _ => generate.iter().chain(args).copied().collect(),
+        };
+        let out = wginfer().args(&full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{full:?}: {err}");
+    }
+}
+
 #[test]
 fn same_seed_same_text() {
     let run = |seed: &str| {
@@ -293,6 +325,18 @@ fn batch_input_edge_cases_and_the_output_file() {
     let args = ["batch", "--model", "/nonexistent/model", "--input", input.to_str().unwrap(), "--output"];
     assert!(!wginfer().args(args).arg(&earlier).output().unwrap().status.success());
     assert_eq!(std::fs::read_to_string(&earlier).unwrap(), "{\"index\": 0}\n");
+    // Nor does it leave behind an output it created.
+    let fresh = dir.path().join("fresh.jsonl");
+    assert!(!wginfer().args(args).arg(&fresh).output().unwrap().status.success());
+    assert!(!fresh.exists(), "a failed load left {} behind", fresh.display());
+    // The model's own file is refused (it was replaced by the answers, exit 0).
+    let gguf = dir.path().join("model.gguf");
+    std::fs::copy(fixture("gguf/tiny-llama-q8_0.gguf"), &gguf).unwrap();
+    let model_bytes = std::fs::read(&gguf).unwrap();
+    let args = ["batch", "--model", gguf.to_str().unwrap(), "--input", input.to_str().unwrap(), "--output"];
+    let refused = wginfer().args(args).arg(&gguf).output().unwrap();
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is a file of the model"), "{refused:?}");
+    assert_eq!(std::fs::read(&gguf).unwrap(), model_bytes, "the model is intact");
     let nan = batch(&dir.path().join("x.jsonl"), &["--top-p", "nan"]);
     assert!(!nan.status.success());
     assert!(String::from_utf8_lossy(&nan.stderr).contains("top_p must be in (0, 1]"));
@@ -307,6 +351,21 @@ fn batch_input_edge_cases_and_the_output_file() {
     assert!(answers[1]["error"].as_str().unwrap().starts_with("line 2: not UTF-8"), "{}", answers[1]);
     assert!(answers[2]["error"].as_str().unwrap().contains("top_p must be in (0, 1], got 2"), "{}", answers[2]);
     assert_eq!(answers[3]["tokens"], 2);
+
+    // A FIFO's reader gets every answer: the output is opened once (opened twice, the first
+    // close ended the reader and the second open waited for another forever).
+    #[cfg(unix)]
+    {
+        let fifo = dir.path().join("answers.fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        let out = batch(&fifo, &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(reader.join().unwrap().lines().count(), 4);
+    }
 }
 
 /// Ctrl-C in the middle of a run: every finished answer is still written, in input order (those

@@ -108,6 +108,13 @@ fn truncate_left_keeps_the_end_of_a_long_prompt() {
     let alone = run(&kept, &[]);
     let ids = |o: &Output| serde_json::from_slice::<Value>(&o.stdout).unwrap()["ids"].clone();
     assert_eq!(ids(&cut), ids(&alone));
+    // A prompt that fits is left whole, however many tokens are asked for (it was cut to one).
+    let args = ["generate", "--model", model, "--prompt-ids", &kept, "--max-tokens", "5000", "--temperature", "0"];
+    let fits = wginfer(&[&args[..], &["--context", "16", "--json", "--truncate", "left"]].concat());
+    assert!(fits.status.success(), "{}", stderr(&fits));
+    assert!(!stderr(&fits).contains("dropped"), "{}", stderr(&fits));
+    let prompt_ids = serde_json::from_slice::<Value>(&fits.stdout).unwrap()["prompt_ids"].as_array().unwrap().len();
+    assert_eq!(prompt_ids, 12);
 }
 
 /// `info --check` scans every value and names the tensor holding a NaN or an infinity.

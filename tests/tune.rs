@@ -81,6 +81,16 @@ fn tuned_shapes_override_the_heuristic_for_their_weights_only() {
         cfg.gemv_shape(896, 4864, WeightType::F16),
         GemvShape::heuristic(896, 4864, WeightType::F16, false, false)
     );
+    // A one-lane (rows core) shape where the rows core does not fit is passed over: a
+    // hand-edited cache made the model fail to load, naming the kernel, not the cache.
+    let one_lane = wginfer::ops::tune::intern(
+        [(gemv_key(896, 4864, WeightType::F16), GemvShape { lanes: 1, rows: 2, threads: 8 })].into(),
+    );
+    let cfg = LinearConfig { tuned: Some(one_lane), ..Default::default() };
+    assert_eq!(
+        cfg.gemv_shape(4864, 896, WeightType::F16),
+        GemvShape::heuristic(4864, 896, WeightType::F16, false, false)
+    );
 }
 
 #[test]
@@ -101,6 +111,33 @@ fn bad_cache_files_name_the_file() {
     let fresh = dir.path().join("new").join("tune.json");
     check_store(&fresh).unwrap();
     assert!(!fresh.exists() && std::fs::read_dir(dir.path().join("new")).unwrap().next().is_none());
+    // A folder is refused before the tune (it was found at its end), also one not made yet.
+    for folder in [dir.path().join("new"), dir.path().join(format!("later{}", std::path::MAIN_SEPARATOR))] {
+        assert!(format!("{:#}", check_store(&folder).unwrap_err()).contains("is a folder"), "{}", folder.display());
+    }
+    assert!(!dir.path().join("later").exists());
+}
+
+/// The cache is written through a link (the link was replaced by a file, its target left
+/// stale), and a write that fails leaves no temporary file behind.
+#[cfg(unix)]
+#[test]
+fn cache_writes_follow_links_and_clean_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, link) = (dir.path().join("real.json"), dir.path().join("link.json"));
+    let a = adapter("gpu a");
+    store(&target, &a, &table(64)).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    store(&link, &a, &table(128)).unwrap();
+    assert!(link.is_symlink());
+    assert_eq!(load(&target, &a).unwrap(), Some(table(128)));
+    // A folder where the file goes: the rename fails.
+    let blocked = dir.path().join("blocked.json");
+    std::fs::create_dir(&blocked).unwrap();
+    assert!(wginfer::gpu::cache_files::write_replacing(&blocked, b"{}").is_err());
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
 }
 
 #[test]

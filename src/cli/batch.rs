@@ -114,15 +114,43 @@ fn read_lines(path: &Path) -> Result<Vec<Result<String, String>>> {
     Ok(lines)
 }
 
-/// Checks before the model loads that the output can be written, leaving what it holds: never
-/// the input file (by path, link or hard link), which writing would empty.
-fn check_output(a: &BatchArgs) -> Result<()> {
-    let Some(p) = &a.output else { return Ok(()) };
+/// The output file, opened before the model loads (so a path that cannot be written fails at
+/// once) without touching what it holds: a model that fails to load leaves an earlier run's
+/// answers in place. Opened once, so a FIFO's reader sees one writer.
+struct Output {
+    file: std::fs::File,
+    path: PathBuf,
+    /// The run made the file: a failed load removes it again.
+    created: bool,
+}
+
+/// Opens `--output`, never the input file or the model's (by path, link or hard link), which
+/// writing would destroy.
+fn claim_output(a: &BatchArgs, model: &Path) -> Result<Option<Output>> {
+    let Some(p) = &a.output else { return Ok(None) };
     if same_file(p, &a.input) {
         anyhow::bail!("--output {} is the input file: the answers would overwrite the requests", p.display());
     }
-    let open = std::fs::OpenOptions::new().append(true).create(true).open(p);
-    open.map(drop).with_context(|| format!("cannot write {}", p.display()))
+    // A folder's model files: its .json and .safetensors files.
+    let in_model = match model.is_dir() {
+        true => {
+            let dir = p.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d });
+            let model_file = p.extension().is_some_and(|e| e == "json" || e == "safetensors");
+            model_file && p.exists() && dir.is_some_and(|d| same_file(d, model))
+        }
+        false => same_file(p, model),
+    };
+    if in_model {
+        anyhow::bail!(
+            "--output {} is a file of the model {}: the answers would overwrite it",
+            p.display(),
+            model.display()
+        );
+    }
+    let created = !p.exists();
+    let file = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(p);
+    let file = file.with_context(|| format!("cannot write {}", p.display()))?;
+    Ok(Some(Output { file, path: p.clone(), created }))
 }
 
 /// `a` and `b` are one file: the same device and inode where there are such, else the same
@@ -141,12 +169,16 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The output, emptied once the model has loaded (a model that fails to load leaves an earlier
-/// run's answers in place), and its name for errors.
-fn open_output(a: &BatchArgs) -> Result<(Box<dyn Write>, String)> {
-    let Some(p) = &a.output else { return Ok((Box::new(std::io::stdout().lock()), "stdout".into())) };
-    let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-    Ok((Box::new(std::io::BufWriter::new(file)), p.display().to_string()))
+/// The output, emptied now that the model has loaded, and its name for errors.
+fn open_output(output: Option<Output>) -> Result<(Box<dyn Write>, String)> {
+    let Some(Output { file, path, .. }) = output else {
+        return Ok((Box::new(std::io::stdout().lock()), "stdout".into()));
+    };
+    // A regular file is emptied; a pipe or a device (a FIFO, /dev/null) has nothing to empty.
+    if file.metadata().is_ok_and(|m| m.is_file()) {
+        file.set_len(0).with_context(|| format!("emptying {}", path.display()))?;
+    }
+    Ok((Box::new(std::io::BufWriter::new(file)), path.display().to_string()))
 }
 
 /// Set by the first SIGINT (Ctrl-C): the run stops after its step, and the finished answers are
@@ -206,11 +238,20 @@ impl Answers {
 
 pub fn run(a: &BatchArgs) -> Result<()> {
     let lines = read_lines(&a.input)?;
-    check_output(a)?;
-    let mut opts = a.model.engine_options();
+    let model = a.model.model_path()?;
+    let output = claim_output(a, &model)?;
+    let mut opts = a.model.engine_options()?;
     // Steps as large as asked for (the engine's buffers are sized for its largest step).
     opts.forward.max_rows = opts.forward.max_rows.max(a.max_batch_tokens);
-    let mut engine = Engine::load(&a.model.model_path()?, &opts)?;
+    let mut engine = match Engine::load(&model, &opts) {
+        Ok(engine) => engine,
+        Err(e) => {
+            if let Some(o) = output.filter(|o| o.created) {
+                let _ = std::fs::remove_file(&o.path);
+            }
+            return Err(e);
+        }
+    };
     let batch = BatchOptions { max_batch_tokens: a.max_batch_tokens, ..BatchOptions::for_adapter(&engine.gpu.caps) };
     let tok = engine.tokenizer.take();
     // What one sequence may hold (--truncate's bound): the context, or a smaller paged pool.
@@ -218,7 +259,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut batcher = Batcher::new(&mut engine, batch);
     let requests: Vec<usize> =
         (0..lines.len()).filter(|&i| lines[i].as_ref().map_or(true, |l| !l.trim().is_empty())).collect();
-    let (out, name) = open_output(a)?;
+    let (out, name) = open_output(output)?;
     // From here Ctrl-C keeps the answers (before, during the load, it ends the process at once).
     let interrupted = interrupt_flag();
     let mut answers = Answers { out, name, lines: requests.clone(), written: 0, done: BTreeMap::new() };
@@ -244,32 +285,46 @@ pub fn run(a: &BatchArgs) -> Result<()> {
         }
     }
     let mut ids: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    let mut run_all = || -> Result<()> {
+    let mut on_event = |answers: &mut Answers, ev: SeqEvent| -> Result<()> {
+        match ev {
+            SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),
+            SeqEvent::Finished(s) => {
+                let got = ids.remove(&s.id).unwrap_or_default();
+                let text = tok.as_ref().map(|t| t.decode(&got)).transpose()?.unwrap_or_default();
+                answers.put(s.id as usize, answer(&s, &prompts[&s.id], &got, &text))?;
+                bar.inc(1);
+            }
+            SeqEvent::Failed { id, error } => {
+                // The batcher names the request by its id, here the line's index.
+                let error = error.strip_prefix(&format!("request {id}: ")).unwrap_or(&error).to_string();
+                bad_line(answers, id as usize, error)?
+            }
+        }
+        Ok(())
+    };
+    let mut run_all = |answers: &mut Answers| -> Result<()> {
         while !batcher.is_idle() {
             if interrupted.load(Ordering::Relaxed) {
                 anyhow::bail!("interrupted (Ctrl-C)");
             }
-            for ev in batcher.step(&mut engine)? {
-                match ev {
-                    SeqEvent::Token { id, token, .. } => ids.entry(id).or_default().push(token),
-                    SeqEvent::Finished(s) => {
-                        let got = ids.remove(&s.id).unwrap_or_default();
-                        let text = tok.as_ref().map(|t| t.decode(&got)).transpose()?.unwrap_or_default();
-                        answers.put(s.id as usize, answer(&s, &prompts[&s.id], &got, &text))?;
-                        bar.inc(1);
+            let events = match batcher.step(&mut engine) {
+                Ok(events) => events,
+                Err(e) => {
+                    // What the failed step finished before it failed is still answered.
+                    for ev in batcher.take_held() {
+                        on_event(answers, ev)?;
                     }
-                    SeqEvent::Failed { id, error } => {
-                        // The batcher names the request by its id, here the line's index.
-                        let error = error.strip_prefix(&format!("request {id}: ")).unwrap_or(&error).to_string();
-                        bad_line(&mut answers, id as usize, error)?
-                    }
+                    return Err(e);
                 }
+            };
+            for ev in events {
+                on_event(answers, ev)?;
             }
             bar.set_message(format!("{:.0} tok/s", batcher.metrics.summary().tokens_per_s));
         }
         Ok(())
     };
-    if let Err(e) = run_all() {
+    if let Err(e) = run_all(&mut answers) {
         bar.finish_and_clear();
         answers.close_after(&e)?;
         return Err(e);

@@ -85,10 +85,10 @@ struct E2eArgs {
     #[command(flatten)]
     model: ModelChoice,
     /// Prompt lengths to time prefill on.
-    #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+    #[arg(long, value_delimiter = ',', default_value = "512,2048", value_parser = super::count_arg)]
     prefill: Vec<usize>,
     /// Tokens to time decode on.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = super::count_arg)]
     decode: usize,
     /// Contexts to time decode after (llama-bench's -d): decode follows a prompt of this many
     /// tokens (16 at depth 0), so long-context decode is measured as users live it.
@@ -120,7 +120,7 @@ struct KernelArgs {
     #[arg(long)]
     quick: bool,
     /// Timed samples per case, each a chain of dependent dispatches (after warm-up).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=MAX_REPS))]
     reps: u32,
     /// One JSON object per line instead of a table.
     #[arg(long)]
@@ -146,6 +146,10 @@ struct KernelArgs {
 }
 
 /// (model, matrix, rows, cols) of the GEMVs of one decode step.
+/// The most timed repetitions: a timestamp query set holds at most 4096 queries, one more than
+/// the repetitions.
+pub(super) const MAX_REPS: i64 = 4095;
+
 const SHAPES: &[(&str, &str, usize, usize)] = &[
     ("smollm2-135m", "qkv", 960, 576),
     ("smollm2-135m", "gate_up", 3072, 576),

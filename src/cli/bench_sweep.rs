@@ -22,7 +22,7 @@ use super::KvTypeArg;
 use crate::engine::EngineOptions;
 use crate::gpu::GpuOptions;
 use crate::kv::{KvLayout, KvOptions};
-use crate::model::forward::ForwardOptions;
+use crate::model::forward::{ForwardOptions, MAX_GRID_ROWS};
 use crate::sampling::SamplingParams;
 use crate::sched::metrics::percentiles;
 use crate::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
@@ -35,13 +35,13 @@ pub(super) struct SweepArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
     batches: Vec<u32>,
     /// Requests per concurrency (at least B).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = super::count_arg)]
     requests: usize,
     /// Prompt tokens per request.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = super::count_arg)]
     prompt: usize,
     /// Generated tokens per request.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = super::count_arg)]
     answer: usize,
     /// Most tokens in one step.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
@@ -108,7 +108,10 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
     ensure!(!a.batches.is_empty() && a.batches.iter().all(|&b| b > 0), "--batches must be positive");
     let max_b = *a.batches.iter().max().expect("checked");
     let context = super::bench::bench_context(&[a.prompt, a.answer])?;
-    let parallel = max_b.checked_add(a.background).context("--batches and --background: too many sequences")?;
+    // Every sequence may have a row in one step.
+    let parallel = max_b.checked_add(a.background).filter(|&p| p <= MAX_GRID_ROWS);
+    let parallel = parallel
+        .with_context(|| format!("--batches and --background: more than the {MAX_GRID_ROWS} sequences a step holds"))?;
     let kv = KvOptions { layout: KvLayout::Paged, context, parallel, dtype: a.kv_type.kv_type(), ..Default::default() };
     let forward = ForwardOptions {
         kv,
@@ -209,7 +212,7 @@ pub(super) fn run(a: &SweepArgs) -> Result<()> {
                             submitted += 1;
                         }
                     }
-                    SeqEvent::Failed { id, error } => anyhow::bail!("request {id}: {error}"),
+                    SeqEvent::Failed { error, .. } => anyhow::bail!("{error}"),
                     SeqEvent::Token { .. } => {}
                 }
             }

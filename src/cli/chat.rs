@@ -25,7 +25,7 @@ pub struct ChatArgs {
 
 pub fn run(a: &ChatArgs) -> Result<()> {
     let path = a.model.model_path()?;
-    let mut engine = Engine::load(&path, &a.model.engine_options())?;
+    let mut engine = Engine::load(&path, &a.model.engine_options()?)?;
     // Pipelines compile inside the load, not in the first answer's time to first token.
     engine.warm_up()?;
     let tok = engine.tokenizer.take().with_context(|| format!("{} has no tokenizer.json", path.display()))?;

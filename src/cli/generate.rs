@@ -39,7 +39,7 @@ pub struct GenerateArgs {
 
 pub fn run(a: &GenerateArgs) -> Result<()> {
     let path = a.model.model_path()?;
-    let mut engine = Engine::load(&path, &a.model.engine_options())?;
+    let mut engine = Engine::load(&path, &a.model.engine_options()?)?;
     // Pipelines compile inside the load, not in the first answer's time to first token.
     engine.warm_up()?;
     let mut prompt_ids = match (&a.prompt_ids, &a.prompt) {

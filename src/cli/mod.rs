@@ -59,11 +59,12 @@ pub enum Truncate {
 }
 
 impl Truncate {
-    /// `prompt` cut to fit a context of `context` positions with `max_tokens` to generate,
-    /// where `truncate` says so; prints how many tokens were dropped (`what`: whose prompt).
+    /// `prompt`, where it is longer than a context of `context` positions and `truncate` says
+    /// so, cut to leave `max_tokens` to generate; prints how many tokens were dropped (`what`:
+    /// whose prompt). A prompt that fits is left whole (its answer ends where the context does).
     pub fn apply(truncate: Option<Truncate>, prompt: &mut Vec<u32>, context: usize, max_tokens: usize, what: &str) {
         let keep = context.saturating_sub(max_tokens).max(1);
-        if truncate == Some(Truncate::Left) && prompt.len() > keep {
+        if truncate == Some(Truncate::Left) && prompt.len() > context {
             let dropped = prompt.len() - keep;
             prompt.drain(..dropped);
             eprintln!(
@@ -121,9 +122,9 @@ pub struct ModelArgs {
     /// Sequences at once (ring: slots allocated at load; paged: most running sequences).
     #[arg(long, default_value_t = 1)]
     pub parallel: u32,
-    /// Positions per KV block (--kv paged).
-    #[arg(long, default_value_t = 16)]
-    pub kv_block: u32,
+    /// Positions per KV block (--kv paged) [default: 16].
+    #[arg(long)]
+    pub kv_block: Option<u32>,
     /// MiB of KV memory for the paged pool (default: --parallel sequences of --context).
     #[arg(long)]
     pub kv_memory: Option<u64>,
@@ -153,8 +154,13 @@ impl ModelArgs {
         }
     }
 
-    pub fn engine_options(&self) -> EngineOptions {
-        EngineOptions {
+    /// The engine's options; `--kv-block` without `--kv paged` is refused (a ring ignored it;
+    /// the KV cache refuses `--kv-memory` so).
+    pub fn engine_options(&self) -> Result<EngineOptions> {
+        if self.kv == KvArg::Ring && self.kv_block.is_some() {
+            anyhow::bail!("--kv-block sizes the paged pool's blocks: it needs --kv paged (a ring is one block of --context a sequence)");
+        }
+        Ok(EngineOptions {
             gpu: GpuOptions {
                 adapter: self.adapter,
                 memory_cap: self.gpu_memory.map(|mib| mib.saturating_mul(1 << 20)),
@@ -168,7 +174,7 @@ impl ModelArgs {
                     },
                     context: self.context,
                     parallel: self.parallel,
-                    block: self.kv_block,
+                    block: self.kv_block.unwrap_or(KvOptions::default().block),
                     blocks: None,
                     memory: self.kv_memory.map(|mib| mib.saturating_mul(1 << 20)),
                     sliding_window: self.sliding_window,
@@ -178,7 +184,7 @@ impl ModelArgs {
                 profile: self.profile,
                 ..Default::default()
             },
-        }
+        })
     }
 }
 
@@ -202,6 +208,16 @@ pub struct SamplingArgs {
 }
 
 /// A float option checked by `check` (NaN, say, would pass a bare parse).
+/// A count of at least 1 (clap's ranges take no usize): a zero would time nothing and print
+/// made-up figures, or fail later without naming the option.
+fn count_arg(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn float_arg(check: fn(f32) -> Result<f32, String>) -> impl Fn(&str) -> Result<f32, String> + Clone {
     move |s| check(s.parse::<f32>().map_err(|e| format!("{s:?} is not a number: {e}"))?)
 }

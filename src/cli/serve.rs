@@ -35,11 +35,16 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: &ServeArgs) -> Result<()> {
+    // An empty key would leave the routes open: a slip, not a choice (leave the option out).
+    anyhow::ensure!(
+        a.api_key.as_deref() != Some(""),
+        "--api-key is empty: give a key, or leave the option out to serve without one"
+    );
     let model = a.model.model_path()?;
     let opts = ServeOptions {
         model: model.clone(),
-        engine: a.model.engine_options(),
-        api_key: a.api_key.clone().or_else(|| std::env::var("WGINFER_API_KEY").ok()),
+        engine: a.model.engine_options()?,
+        api_key: a.api_key.clone().or_else(|| std::env::var("WGINFER_API_KEY").ok().filter(|k| !k.is_empty())),
         cors: a.cors.clone(),
         max_waiting: a.max_waiting,
         body_limit: a.max_body,

@@ -34,7 +34,7 @@ pub struct TuneArgs {
     #[arg(long)]
     cache: Option<PathBuf>,
     /// Timed samples per variant, each a chain of dependent dispatches (after warm-up).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=super::bench::MAX_REPS))]
     reps: u32,
     /// Short timing loops without warm-up (software adapters, tests).
     #[arg(long)]

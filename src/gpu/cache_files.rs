@@ -12,19 +12,25 @@ pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
 }
 
 /// `$XDG_CACHE_HOME/wginfer`, else `$HOME/.cache/wginfer`: the tune cache and the driver's
-/// pipeline cache live there.
+/// pipeline cache live there. As the XDG spec asks, an empty or relative value is ignored (it
+/// would put the caches in whatever folder the program runs in).
 pub fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")))?;
     Some(base.join("wginfer"))
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it, renamed over it: a reader sees
 /// the old file or the new one, and writers in other threads or processes never share a
 /// temporary file.
+/// A symbolic link is written through: its target is replaced, the link stays.
 pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     static WRITES: AtomicU32 = AtomicU32::new(0);
+    let target = match path.is_symlink() {
+        true => std::fs::canonicalize(path).with_context(|| format!("following the link {}", path.display()))?,
+        false => path.to_path_buf(),
+    };
+    let path = target.as_path();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -32,6 +38,11 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}-{n}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+    let written = std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()));
+    let renamed =
+        written.and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display())));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
 }

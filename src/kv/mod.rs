@@ -150,6 +150,10 @@ impl KvCache {
             !(opts.sliding_window && opts.layout == KvLayout::Paged),
             "a sliding window needs --kv ring (each sequence's positions wrap in its own slot)"
         );
+        ensure!(
+            opts.layout == KvLayout::Paged || (opts.memory.is_none() && opts.blocks.is_none()),
+            "--kv-memory sizes the paged pool: it needs --kv paged (a ring allocates --parallel slots of --context)"
+        );
         let value = opts.dtype.bytes();
         let (block, n_blocks, max_blocks) = opts.geometry(2 * u64::from(kv_dim) * value * n_layers as u64)?;
         ensure!(n_blocks > 0, "the KV pool has no blocks (raise --kv-memory)");
@@ -191,6 +195,23 @@ impl KvCache {
         Some(seq)
     }
 
+    /// Blocks `n` more positions of `seq` need beyond the free ones: what other sequences would
+    /// have to give back (0 where the pool is not what stops it, or nothing does).
+    pub fn blocks_missing(&self, seq: &SeqKv, n: u32) -> u32 {
+        match self.opts.layout {
+            KvLayout::Ring => 0,
+            KvLayout::Paged => {
+                let need = (seq.len() + n).div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);
+                need.saturating_sub(self.free_blocks())
+            }
+        }
+    }
+
+    /// Blocks that releasing `seq` would free: those no other sequence shares.
+    pub fn blocks_freed_by(&self, seq: &SeqKv) -> u32 {
+        seq.blocks.iter().filter(|&&b| self.refs[b as usize] == 1).count() as u32
+    }
+
     /// Returns every block `seq` holds (shared ones when their last holder lets go).
     pub fn release(&mut self, seq: &mut SeqKv) {
         for b in seq.blocks.drain(..) {
@@ -221,9 +242,11 @@ impl KvCache {
         let context = self.opts.context;
         let end = seq.len() + n;
         if n > context || (end > context && !self.opts.sliding_window) {
-            bail!(
-                "{end} tokens do not fit the context of {context} tokens (raise --context, or allow --sliding-window)"
-            );
+            // A sliding window takes any length, but not more new positions at once than it holds.
+            let hint =
+                if self.opts.sliding_window { "raise --context" } else { "raise --context, or allow --sliding-window" };
+            let what = if end > context && self.opts.sliding_window { n } else { end };
+            bail!("{what} tokens do not fit the context of {context} tokens ({hint})");
         }
         if self.opts.layout == KvLayout::Paged {
             let need = end.div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);

@@ -163,7 +163,7 @@ pub struct Forward {
 }
 
 /// The most rows a step may have: a grid dimension's workgroups.
-const MAX_GRID_ROWS: u32 = 65535;
+pub const MAX_GRID_ROWS: u32 = 65535;
 
 impl Forward {
     pub fn new(gpu: &Gpu, cfg: ModelConfig, weights: Weights, opts: &ForwardOptions) -> Result<Forward> {

@@ -669,10 +669,19 @@ impl LinearConfig {
 
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
     /// else the heuristic's.
+    /// A tuned shape this adapter cannot build for the weight (a hand-edited cache) is passed
+    /// over: the cache only ever makes things faster.
     pub fn gemv_shape(&self, k: u32, n: u32, ty: WeightType) -> GemvShape {
+        let tuned = self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied());
         self.gemv
-            .or_else(|| self.tuned.and_then(|t| t.get(&tune::gemv_key(n, k, ty)).copied()))
+            .or_else(|| tuned.filter(|&g| self.gemv_shape_fits(g, k)))
             .unwrap_or_else(|| GemvShape::heuristic(k, n, ty, self.cpu, self.rows_core_fits(k)))
+    }
+
+    /// `g` can run a weight of `k` columns here: a shape of several lanes a row, or the rows
+    /// core's (one lane a row) where the rows core fits.
+    fn gemv_shape_fits(&self, g: GemvShape, k: u32) -> bool {
+        g.check().is_ok() && (g.lanes > 1 || (g.threads == ROWS_CORE_LANES && g.rows >= 2 && self.rows_core_fits(k)))
     }
 
     /// What runs `core` on `rows` rows of a `[n, k]` weight of type `ty`, for benchmark tables:
@@ -917,10 +926,8 @@ impl LinearKernels {
         anyhow::ensure!(shape.k.is_multiple_of(8), "{name}: input width {} is not a multiple of 8", shape.k);
         let gemv_shape = cfg.gemv_shape(shape.k, shape.n, weight);
         gemv_shape.check()?;
-        let rows_core = gemv_shape.lanes == 1;
         anyhow::ensure!(
-            !rows_core
-                || (gemv_shape.threads == ROWS_CORE_LANES && gemv_shape.rows >= 2 && cfg.rows_core_fits(shape.k)),
+            cfg.gemv_shape_fits(gemv_shape, shape.k),
             "{name}: GEMV shape {gemv_shape} (one lane per row) needs {ROWS_CORE_LANES}-lane subgroups, as many threads, an even number of rows per lane, and a multiple of 32 columns (this weight has {})",
             shape.k
         );

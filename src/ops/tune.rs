@@ -71,8 +71,9 @@ fn stack(info: &wgpu::AdapterInfo) -> (String, String) {
 }
 
 /// `$WGINFER_TUNE_CACHE`, else `tune.json` in [`cache_dir`].
+/// An empty `$WGINFER_TUNE_CACHE` counts as unset.
 pub fn default_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("WGINFER_TUNE_CACHE") {
+    if let Some(p) = std::env::var_os("WGINFER_TUNE_CACHE").filter(|p| !p.is_empty()) {
         return Some(p.into());
     }
     Some(cache_dir()?.join("tune.json"))
@@ -88,6 +89,9 @@ fn read(path: &Path) -> Result<CacheFile> {
 /// Whether `store` will be able to update the cache at `path`, checked before a tune spends
 /// minutes timing: a file there must parse, and its folder must take a new file.
 pub fn check_store(path: &Path) -> Result<()> {
+    if path.is_dir() || path.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) {
+        anyhow::bail!("the tune cache {} is a folder; name a file", path.display());
+    }
     if path.exists() {
         read(path)?;
     }

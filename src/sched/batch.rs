@@ -112,6 +112,9 @@ pub struct Batcher {
     /// last chunk is one row looks the same).
     pub last_one_row_each: bool,
     in_flight: Option<InFlight>,
+    /// Events a failed step had gathered before it failed (requests it finished or refused):
+    /// `take_held` hands them over, so that a caller failing the rest still delivers these.
+    held: Vec<SeqEvent>,
 }
 
 /// One sequence's part of a step: its index in `running`, rows, and where they land; a
@@ -152,6 +155,7 @@ impl Batcher {
             last_rows: 0,
             last_one_row_each: false,
             in_flight: None,
+            held: Vec::new(),
         }
     }
 
@@ -199,23 +203,39 @@ impl Batcher {
     /// `step` as a future: the scheduler loop of a page awaits it (the browser hands read-backs
     /// over as its event loop turns; see `Gpu::map_read_after`).
     pub async fn step_async(&mut self, engine: &mut Engine) -> Result<Vec<SeqEvent>> {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.held);
+        match self.step_into(engine, &mut events).await {
+            Ok(()) => Ok(events),
+            Err(e) => {
+                self.held = events;
+                Err(e)
+            }
+        }
+    }
+
+    /// The events a failed step gathered before it failed; the next step starts with them
+    /// where they are not taken.
+    pub fn take_held(&mut self) -> Vec<SeqEvent> {
+        std::mem::take(&mut self.held)
+    }
+
+    async fn step_into(&mut self, engine: &mut Engine, events: &mut Vec<SeqEvent>) -> Result<()> {
         // Tokens the host samples (or a profiled step) must be read before the next is planned;
         // so must any step while a sequence needs its logits back: `Forward` queues no such
         // step behind another (those steps run unpipelined).
         let host_logits = self.running.iter().chain(&self.waiting).any(Sequence::host_logits);
         if self.in_flight.as_ref().is_some_and(|t| !t.on_gpu || host_logits || engine.forward.profiling()) {
             let t = self.in_flight.take().expect("checked");
-            self.read(engine, t, &mut events).await?;
+            self.read(engine, t, events).await?;
         }
-        self.admit(engine, &mut events);
-        let next = self.submit_next(engine, &mut events)?;
+        self.admit(engine, events);
+        let next = self.submit_next(engine, events)?;
         if let Some(t) = self.in_flight.take() {
-            self.read(engine, t, &mut events).await?;
+            self.read(engine, t, events).await?;
         }
         self.in_flight = next;
-        self.metrics.step(self.last_rows, &events);
-        Ok(events)
+        self.metrics.step(self.last_rows, events);
+        Ok(())
     }
 
     /// Plans the next step and submits it; `None` when no sequence has a row to run.
@@ -479,8 +499,12 @@ impl Batcher {
             budget -= 1;
         }
         let mut background_prompt = self.opts.background_prompt_tokens;
+        // Who grows first and who gives memory back: by priority (a background sequence that
+        // has waited past the aging limit since it arrived counts as interactive, so later
+        // arrivals cannot preempt it for ever), then by admission.
+        let key = |s: &Sequence| (urgency(s.req.priority, s.arrived, now, aging), s.admission);
         let mut order: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].awaiting == 0).collect();
-        order.sort_by_key(|&i| (self.running[i].req.priority, self.running[i].admission));
+        order.sort_by_key(|&i| key(&self.running[i]));
         let mut preempted = Vec::new();
         let mut stuck = Vec::new();
         for &i in &order {
@@ -508,20 +532,34 @@ impl Batcher {
                     }
                     break;
                 }
-                // The pool is dry: the least urgent, latest admitted sequence not in this step
-                // gives its blocks back, if it is less urgent than this one.
-                let key = |s: &Sequence| (s.req.priority, s.admission);
-                let victim = (0..self.running.len())
+                // The pool is dry: sequences less urgent than this one and not in this step give
+                // their blocks back, the least urgent and latest admitted first, as many as it
+                // takes; none does where all of them together would not free enough (each
+                // would lose its work for nothing, and be admitted and preempted again).
+                let mut missing = kv.blocks_missing(&self.running[i].kv, rows);
+                let mut candidates: Vec<usize> = (0..self.running.len())
                     .filter(|&v| v != i && !preempted.contains(&v) && parts.iter().all(|p| p.seq != v))
-                    .max_by_key(|&v| key(&self.running[v]))
-                    .filter(|&v| key(&self.running[v]) > key(&self.running[i]));
-                match victim {
-                    Some(v) => {
-                        kv.release(&mut self.running[v].kv);
-                        self.running[v].awaiting = 0;
-                        preempted.push(v);
+                    .filter(|&v| key(&self.running[v]) > key(&self.running[i]))
+                    .filter(|&v| kv.blocks_freed_by(&self.running[v].kv) > 0)
+                    .collect();
+                candidates.sort_by_key(|&v| std::cmp::Reverse(key(&self.running[v])));
+                let mut victims = Vec::new();
+                for v in candidates {
+                    if missing == 0 {
+                        break;
                     }
-                    None => {
+                    missing = missing.saturating_sub(kv.blocks_freed_by(&self.running[v].kv));
+                    victims.push(v);
+                }
+                match victims.is_empty() || missing > 0 {
+                    false => {
+                        for v in victims {
+                            kv.release(&mut self.running[v].kv);
+                            self.running[v].awaiting = 0;
+                            preempted.push(v);
+                        }
+                    }
+                    true => {
                         // Nothing to free: a sequence alone cannot grow (a pool smaller than
                         // one context) ends here rather than wait forever.
                         if parts.is_empty() && self.running.len() - preempted.len() == 1 {

@@ -161,8 +161,10 @@ impl Sequence {
         let mut s = self.stats.clone();
         s.finish = finish;
         s.tokens = self.output.len();
-        s.queued_ms = self.admitted.map_or(0.0, |a| ms(self.arrived, a));
-        s.total_ms = ms(self.arrived, self.last_token.unwrap_or_else(Instant::now));
+        let now = Instant::now();
+        // One that ends never admitted (cancelled while waiting, no tokens asked) waited all along.
+        s.queued_ms = ms(self.arrived, self.admitted.unwrap_or(now));
+        s.total_ms = ms(self.arrived, self.last_token.unwrap_or(now));
         s
     }
 }

@@ -4,7 +4,7 @@
 //! planned first (`batch.rs`); a cancelled request frees its memory at once. One async loop:
 //! natively on its own thread (blocked on), in a page a task on the page's event loop.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -232,6 +232,7 @@ impl Worker {
             wake: Box::new(wake),
             model: None,
             streams: HashMap::new(),
+            open: HashSet::new(),
             deferred: Vec::new(),
         };
         #[cfg(not(target_arch = "wasm32"))]
@@ -277,6 +278,9 @@ struct EngineLoop {
     model: Option<(Engine, Batcher)>,
     /// The text decoder of each request that has produced a token.
     streams: HashMap<u64, StreamDecoder>,
+    /// Requests handed to the batcher and not yet told their end (`Finished` or `Failed`): a
+    /// failed step fails them all, also those whose end was among the step's lost events.
+    open: HashSet<u64>,
     /// Model loads that arrived while requests ran, applied when none is left.
     deferred: Vec<Command>,
 }
@@ -313,8 +317,15 @@ impl EngineLoop {
         match caught(self.step()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
+                // What the step finished or refused before it failed still reaches its client.
+                if let Some((_, batcher)) = self.model.as_mut() {
+                    let held = batcher.take_held();
+                    let _ = self.deliver(held);
+                }
                 self.fail_all(&format!("{e:#}"));
                 self.unload_if_lost();
+                // The gauges (running, waiting, KV blocks) as the failures left them.
+                self.send_metrics();
             }
             Err(panic) => self.unload_after_panic(&panic),
         }
@@ -325,9 +336,17 @@ impl EngineLoop {
         self.model.as_ref().is_some_and(|(_, b)| !b.is_idle())
     }
 
-    fn emit(&self, e: Event) {
-        let _ = self.events.send(e);
-        (self.wake)();
+    fn emit(&mut self, e: Event) {
+        let ended = match &e {
+            Event::Finished(s) => Some(s.id),
+            Event::Failed { id, .. } => Some(*id),
+            _ => None,
+        };
+        if let Some(id) = ended {
+            self.open.remove(&id);
+            self.streams.remove(&id);
+        }
+        send(&self.events, &*self.wake, e);
     }
 
     /// Applies a command; false when the loop should end.
@@ -336,7 +355,8 @@ impl EngineLoop {
             Command::Load(..) if self.busy() => self.deferred.push(c),
             Command::Load(source, opts) => {
                 let path = source.path();
-                let stage = |stage| self.emit(Event::Loading { path: path.clone(), stage });
+                let (events, wake) = (&self.events, &*self.wake);
+                let stage = |stage| send(events, wake, Event::Loading { path: path.clone(), stage });
                 let loaded = caught(source.open(&opts, stage)).await;
                 match loaded.unwrap_or_else(|p| Err(anyhow!("the loader panicked: {p}"))) {
                     Ok(mut e) => {
@@ -360,7 +380,10 @@ impl EngineLoop {
             }
             Command::SubmitIds(req) => {
                 match self.model.as_mut() {
-                    Some((_, batcher)) => batcher.submit(req),
+                    Some((_, batcher)) => {
+                        self.open.insert(req.id);
+                        batcher.submit(req);
+                    }
                     None => self.emit(Event::Failed { id: req.id, error: "no model is loaded".into() }),
                 }
                 self.send_metrics();
@@ -368,7 +391,6 @@ impl EngineLoop {
             Command::Cancel(id) => {
                 if let Some((e, b)) = self.model.as_mut() {
                     if let Some(s) = b.cancel(e, id) {
-                        self.streams.remove(&id);
                         self.emit(Event::Finished(RequestStats::from(&s)));
                     }
                 }
@@ -383,6 +405,7 @@ impl EngineLoop {
         let (engine, batcher) = self.model.as_mut().context("no model is loaded")?;
         let tok = engine.tokenizer.as_ref().context("the model has no tokenizer")?;
         let prompt_ids = tok.encode_chat(&req.messages)?;
+        self.open.insert(req.id);
         batcher.submit(SeqRequest {
             id: req.id,
             prompt_ids,
@@ -399,6 +422,14 @@ impl EngineLoop {
     async fn step(&mut self) -> Result<()> {
         let (engine, batcher) = self.model.as_mut().expect("busy means loaded");
         let events = batcher.step_async(engine).await?;
+        self.deliver(events)?;
+        self.send_metrics();
+        Ok(())
+    }
+
+    /// The batcher's events as the front end's: new tokens as text, ends with their stats.
+    fn deliver(&mut self, events: Vec<SeqEvent>) -> Result<()> {
+        let (engine, _) = self.model.as_mut().expect("busy means loaded");
         let tok = engine.tokenizer.as_ref().context("the model has no tokenizer")?;
         let mut out = Vec::new();
         for ev in events {
@@ -434,19 +465,24 @@ impl EngineLoop {
         for e in out {
             self.emit(e);
         }
-        self.send_metrics();
         Ok(())
     }
 
     /// A step failed on the GPU: every request ends with the error, the model stays loaded.
     fn fail_all(&mut self, error: &str) {
-        let Some((engine, batcher)) = self.model.as_mut() else { return };
-        let ids = batcher.ids();
-        for &id in &ids {
-            batcher.cancel(engine, id);
+        if let Some((engine, batcher)) = self.model.as_mut() {
+            for id in batcher.ids() {
+                batcher.cancel(engine, id);
+            }
         }
+        self.fail_open(error);
+    }
+
+    /// Every request not yet told its end fails with `error`.
+    fn fail_open(&mut self, error: &str) {
+        let mut ids: Vec<u64> = self.open.iter().copied().collect();
+        ids.sort_unstable();
         for id in ids {
-            self.streams.remove(&id);
             self.emit(Event::Failed { id, error: error.to_string() });
         }
     }
@@ -459,7 +495,6 @@ impl EngineLoop {
             let error = format!("the GPU device was lost ({why}); the model was unloaded, load it again");
             self.emit(Event::LoadFailed { path: engine.model_path.clone(), error, unloaded: true });
         }
-        self.send_metrics();
     }
 
     /// A step panicked: the batcher and the engine may be half-way through it, so every
@@ -468,11 +503,8 @@ impl EngineLoop {
     /// and stops rather than answer every later request with "no model is loaded").
     fn unload_after_panic(&mut self, panic: &str) {
         let error = format!("the engine panicked ({panic}); the model was unloaded, load it again");
-        if let Some((engine, batcher)) = self.model.take() {
-            for id in batcher.ids() {
-                self.streams.remove(&id);
-                self.emit(Event::Failed { id, error: error.clone() });
-            }
+        if let Some((engine, _)) = self.model.take() {
+            self.fail_open(&error);
             self.emit(Event::LoadFailed { path: engine.model_path.clone(), error, unloaded: true });
         }
         self.send_metrics();
@@ -495,8 +527,14 @@ impl EngineLoop {
                 timestamps: f.profiling(),
             };
         }
-        self.emit(Event::Metrics(m));
+        send(&self.events, &*self.wake, Event::Metrics(m));
     }
+}
+
+/// Hands an event to the front end and wakes it.
+fn send(events: &Sender<Event>, wake: &(dyn Fn() + Send), e: Event) {
+    let _ = events.send(e);
+    wake();
 }
 
 /// `f`'s output, or the message of its panic: a bug met on some input fails what the engine

@@ -23,11 +23,24 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::api::{choice_logprobs, usage, ApiError, Endpoint, Head, Request};
 use super::hub::{Generation, Hub, Out, State as ModelState};
 
+/// The HTTP side's options, checked (an origin that is no header value is an error before the
+/// model starts loading).
 pub struct HttpOptions {
-    pub api_key: Option<String>,
-    /// An origin browsers may call from (`*` for any); none: no CORS headers.
-    pub cors: Option<String>,
-    pub body_limit: usize,
+    api_key: Option<Arc<str>>,
+    cors: Option<CorsLayer>,
+    body_limit: usize,
+}
+
+impl HttpOptions {
+    /// `api_key`: none or empty, the routes are open; `cors`: an origin browsers may call from
+    /// (`*` for any), none for no CORS headers.
+    pub fn new(api_key: Option<&str>, cors: Option<&str>, body_limit: usize) -> Result<HttpOptions> {
+        Ok(HttpOptions {
+            api_key: api_key.filter(|k| !k.is_empty()).map(Arc::from),
+            cors: cors.map(cors_layer).transpose()?,
+            body_limit,
+        })
+    }
 }
 
 #[derive(Clone)]
@@ -51,12 +64,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub fn router(hub: Arc<Hub>, opts: &HttpOptions) -> Result<Router> {
-    let state = AppState {
-        hub,
-        api_key: opts.api_key.as_deref().filter(|k| !k.is_empty()).map(Arc::from),
-        body_limit: opts.body_limit,
-    };
+pub fn router(hub: Arc<Hub>, opts: &HttpOptions) -> Router {
+    let state = AppState { hub, api_key: opts.api_key.clone(), body_limit: opts.body_limit };
     // The OpenAI routes under /v1, and without it as llama.cpp's server takes them too (for
     // clients given a base URL without /v1).
     let api = Router::new()
@@ -74,13 +83,13 @@ pub fn router(hub: Arc<Hub>, opts: &HttpOptions) -> Result<Router> {
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(opts.body_limit))
         .with_state(state);
-    Ok(match &opts.cors {
+    match &opts.cors {
         None => app,
-        Some(origin) => app.layer(cors(origin)?),
-    })
+        Some(cors) => app.layer(cors.clone()),
+    }
 }
 
-fn cors(origin: &str) -> Result<CorsLayer> {
+fn cors_layer(origin: &str) -> Result<CorsLayer> {
     let allow = match origin {
         "*" => AllowOrigin::any(),
         o => {

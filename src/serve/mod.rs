@@ -41,9 +41,9 @@ pub async fn serve(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let http = http::HttpOptions::new(opts.api_key.as_deref(), opts.cors.as_deref(), opts.body_limit)?;
     let hub = Arc::new(Hub::start(&opts.model, &opts.engine, opts.max_waiting, opts.log)?);
-    let http = http::HttpOptions { api_key: opts.api_key, cors: opts.cors, body_limit: opts.body_limit };
-    let app = http::router(hub.clone(), &http)?;
+    let app = http::router(hub.clone(), &http);
     let mut state = hub.state();
     let load_failed = async move {
         let _ = state.wait_for(|s| matches!(s, State::Failed(_))).await;
