@@ -241,6 +241,21 @@ fn a_background_request_past_the_aging_limit_is_not_preempted_by_a_later_one() {
     assert_eq!(finished, [(1, 0), (0, 0)]);
 }
 
+/// A sequence that outgrows a pool smaller than its context ends (its context is full) while
+/// another waits for memory holding no block, which then runs. (With victims only among
+/// sequences that free blocks, both waited for ever, the batcher stepping without end.)
+#[test]
+fn a_sequence_outgrowing_the_pool_ends_while_another_waits() {
+    let _guard = watchdog(Duration::from_secs(600), "a_sequence_outgrowing_the_pool_ends_while_another_waits");
+    let longest = longest_prompt();
+    let prompts = [longest[..60].to_vec(), longest[..2].to_vec()];
+    let mut e = engine(&fixture("qwen2-f32"), paged(2, Some(4)));
+    let want = alone(&mut e, &prompts[1], 20);
+    let (got, stats, _) = run_batch(&mut e, BatchOptions::default(), &prompts, 20, &[0, 0]);
+    assert_eq!(stats[0].finish, Finish::ContextFull);
+    assert_eq!((stats[1].finish, &got[1]), (Finish::Length, &want));
+}
+
 #[test]
 fn many_requests_with_cancellations_give_all_memory_back() {
     // Short requests arriving over time, every fifth cancelled after a few steps.

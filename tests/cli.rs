@@ -337,6 +337,24 @@ fn batch_input_edge_cases_and_the_output_file() {
     let refused = wginfer().args(args).arg(&gguf).output().unwrap();
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is a file of the model"), "{refused:?}");
     assert_eq!(std::fs::read(&gguf).unwrap(), model_bytes, "the model is intact");
+    // So is a folder's: its config, also through a link from elsewhere; other files there are not.
+    let folder = dir.path().join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(model.join(f), folder.join(f)).unwrap();
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(folder.join("config.json"), dir.path().join("config-link.json")).unwrap();
+    let config = std::fs::read(folder.join("config.json")).unwrap();
+    let mut outputs = vec![folder.join("config.json")];
+    #[cfg(unix)]
+    outputs.push(dir.path().join("config-link.json"));
+    for output in outputs {
+        let args = ["batch", "--model", folder.to_str().unwrap(), "--input", input.to_str().unwrap(), "--output"];
+        let refused = wginfer().args(args).arg(&output).output().unwrap();
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("is a file of the model"), "{refused:?}");
+    }
+    assert_eq!(std::fs::read(folder.join("config.json")).unwrap(), config, "the folder's config is intact");
     let nan = batch(&dir.path().join("x.jsonl"), &["--top-p", "nan"]);
     assert!(!nan.status.success());
     assert!(String::from_utf8_lossy(&nan.stderr).contains("top_p must be in (0, 1]"));

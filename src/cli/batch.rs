@@ -131,16 +131,14 @@ fn claim_output(a: &BatchArgs, model: &Path) -> Result<Option<Output>> {
     if same_file(p, &a.input) {
         anyhow::bail!("--output {} is the input file: the answers would overwrite the requests", p.display());
     }
-    // A folder's model files: its .json and .safetensors files.
-    let in_model = match model.is_dir() {
-        true => {
-            let dir = p.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d });
-            let model_file = p.extension().is_some_and(|e| e == "json" || e == "safetensors");
-            model_file && p.exists() && dir.is_some_and(|d| same_file(d, model))
-        }
-        false => same_file(p, model),
+    // A folder's model files: the weights, configuration, tokenizer and chat template it reads.
+    let model_files: Vec<PathBuf> = match model.is_dir() {
+        true => std::fs::read_dir(model)
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|f| is_model_file(f)).collect())
+            .unwrap_or_default(),
+        false => vec![model.to_path_buf()],
     };
-    if in_model {
+    if model_files.iter().any(|f| same_file(p, f)) {
         anyhow::bail!(
             "--output {} is a file of the model {}: the answers would overwrite it",
             p.display(),
@@ -151,6 +149,14 @@ fn claim_output(a: &BatchArgs, model: &Path) -> Result<Option<Output>> {
     let file = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(p);
     let file = file.with_context(|| format!("cannot write {}", p.display()))?;
     Ok(Some(Output { file, path: p.clone(), created }))
+}
+
+/// A file of a Hugging Face folder that loading the model reads.
+fn is_model_file(f: &Path) -> bool {
+    let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let read =
+        ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"];
+    read.contains(&name) || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")
 }
 
 /// `a` and `b` are one file: the same device and inode where there are such, else the same
@@ -239,8 +245,8 @@ impl Answers {
 pub fn run(a: &BatchArgs) -> Result<()> {
     let lines = read_lines(&a.input)?;
     let model = a.model.model_path()?;
-    let output = claim_output(a, &model)?;
     let mut opts = a.model.engine_options()?;
+    let output = claim_output(a, &model)?;
     // Steps as large as asked for (the engine's buffers are sized for its largest step).
     opts.forward.max_rows = opts.forward.max_rows.max(a.max_batch_tokens);
     let mut engine = match Engine::load(&model, &opts) {

@@ -56,9 +56,10 @@ pub(super) struct ModelChoice {
     /// smollm2-135m.
     #[arg(long)]
     synthetic: Option<String>,
-    /// Weight type of a synthetic model: f32, f16, or a block type (q8_0, q4_k, iq4_xs, ...).
-    #[arg(long, default_value = "f16")]
-    r#type: String,
+    /// Weight type of a synthetic model: f32, f16, or a block type (q8_0, q4_k, iq4_xs, ...)
+    /// [default: f16]; a model's files give its own.
+    #[arg(long, requires = "synthetic")]
+    r#type: Option<String>,
 }
 
 impl ModelChoice {
@@ -68,12 +69,12 @@ impl ModelChoice {
             (Some(path), _) => (Engine::load(path, opts)?, path.display().to_string()),
             (None, Some(name)) => {
                 let cfg = synthetic::preset(name)?;
-                let src =
-                    synthetic::Synthetic::new(&cfg, DType::stored_as(weight_type_named("--type", &self.r#type)?))?;
+                let ty = self.r#type.as_deref().unwrap_or("f16");
+                let src = synthetic::Synthetic::new(&cfg, DType::stored_as(weight_type_named("--type", ty)?))?;
                 let gpu = Gpu::new(&opts.gpu)?;
                 let weights = load_weights(&gpu, &cfg, &src)?;
                 let fwd = Forward::new(&gpu, cfg, weights, &opts.forward)?;
-                (Engine::new(gpu, fwd, None, name.as_ref()), format!("{name} ({}, random weights)", self.r#type))
+                (Engine::new(gpu, fwd, None, name.as_ref()), format!("{name} ({ty}, random weights)"))
             }
             (None, None) => bail!("give --model PATH or --synthetic NAME"),
         })
@@ -145,11 +146,11 @@ struct KernelArgs {
     adapter: Option<usize>,
 }
 
-/// (model, matrix, rows, cols) of the GEMVs of one decode step.
 /// The most timed repetitions: a timestamp query set holds at most 4096 queries, one more than
 /// the repetitions.
 pub(super) const MAX_REPS: i64 = 4095;
 
+/// (model, matrix, rows, cols) of the GEMVs of one decode step.
 const SHAPES: &[(&str, &str, usize, usize)] = &[
     ("smollm2-135m", "qkv", 960, 576),
     ("smollm2-135m", "gate_up", 3072, 576),

@@ -207,7 +207,6 @@ pub struct SamplingArgs {
     pub seed: Option<u64>,
 }
 
-/// A float option checked by `check` (NaN, say, would pass a bare parse).
 /// A count of at least 1 (clap's ranges take no usize): a zero would time nothing and print
 /// made-up figures, or fail later without naming the option.
 fn count_arg(s: &str) -> Result<usize, String> {
@@ -218,6 +217,7 @@ fn count_arg(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A float option checked by `check` (NaN, say, would pass a bare parse).
 fn float_arg(check: fn(f32) -> Result<f32, String>) -> impl Fn(&str) -> Result<f32, String> + Clone {
     move |s| check(s.parse::<f32>().map_err(|e| format!("{s:?} is not a number: {e}"))?)
 }

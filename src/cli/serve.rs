@@ -1,6 +1,8 @@
 //! `wginfer serve`: the OpenAI-compatible HTTP server (`crate::serve`) on a tokio runtime,
 //! until SIGINT or SIGTERM.
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -60,8 +62,22 @@ pub fn run(a: &ServeArgs) -> Result<()> {
     })
 }
 
-/// SIGINT (Ctrl-C) or SIGTERM.
+/// The first SIGINT (Ctrl-C) or SIGTERM: the server stops accepting and lets open requests
+/// finish; a second one ends the process at once (a client that stopped reading would hold the
+/// graceful shutdown for ever).
 async fn shutdown_signal() {
+    signal().await;
+    eprintln!("shutting down: finishing open requests (Ctrl-C again stops at once)");
+    tokio::spawn(async {
+        signal().await;
+        // Not eprintln!: with stderr gone it would panic, and the exit never come.
+        let _ = writeln!(std::io::stderr(), "stopped before the open requests finished");
+        std::process::exit(130);
+    });
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn signal() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -80,5 +96,4 @@ async fn shutdown_signal() {
         _ = interrupt => {}
         _ = terminate => {}
     }
-    eprintln!("shutting down: finishing open requests");
 }

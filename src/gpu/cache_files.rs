@@ -26,10 +26,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// A symbolic link is written through: its target is replaced, the link stays.
 pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     static WRITES: AtomicU32 = AtomicU32::new(0);
-    let target = match path.is_symlink() {
-        true => std::fs::canonicalize(path).with_context(|| format!("following the link {}", path.display()))?,
-        false => path.to_path_buf(),
-    };
+    let target = link_target(path)?;
     let path = target.as_path();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -45,4 +42,19 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     renamed
+}
+
+/// The file a write to `path` replaces: `path`, or where its symbolic links lead (a target
+/// that does not exist yet included; a relative one is relative to its link's folder).
+pub fn link_target(path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    // A chain of links, not a loop.
+    for _ in 0..32 {
+        if !p.is_symlink() {
+            return Ok(p);
+        }
+        let to = std::fs::read_link(&p).with_context(|| format!("following the link {}", p.display()))?;
+        p = p.parent().map_or(to.clone(), |dir| dir.join(&to));
+    }
+    anyhow::bail!("{}: too many levels of links", path.display())
 }

@@ -11,7 +11,7 @@
 mod prefix;
 mod sequence;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use anyhow::{bail, ensure, Result};
 
@@ -207,9 +207,19 @@ impl KvCache {
         }
     }
 
-    /// Blocks that releasing `seq` would free: those no other sequence shares.
-    pub fn blocks_freed_by(&self, seq: &SeqKv) -> u32 {
-        seq.blocks.iter().filter(|&&b| self.refs[b as usize] == 1).count() as u32
+    /// Blocks that releasing all of `seqs` would free: those no other sequence shares.
+    pub fn blocks_freed_by<'a>(&self, seqs: impl Iterator<Item = &'a SeqKv>) -> u32 {
+        let mut holders: HashMap<u32, u32> = HashMap::new();
+        for b in seqs.flat_map(|s| &s.blocks) {
+            *holders.entry(*b).or_default() += 1;
+        }
+        holders.iter().filter(|&(&b, &n)| self.refs[b as usize] == n).count() as u32
+    }
+
+    /// `n` more positions of `seq` would need more blocks than the whole pool has.
+    pub fn exceeds_pool(&self, seq: &SeqKv, n: u32) -> bool {
+        self.opts.layout == KvLayout::Paged
+            && u64::from(seq.len() + n).div_ceil(u64::from(self.block)) > u64::from(self.n_blocks)
     }
 
     /// Returns every block `seq` holds (shared ones when their last holder lets go).

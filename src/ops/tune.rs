@@ -81,9 +81,10 @@ pub fn default_path() -> Option<PathBuf> {
 
 fn read(path: &Path) -> Result<CacheFile> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading tune cache {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
-        format!("tune cache {} is not a valid cache file (delete it to start a new one)", path.display())
-    })
+    // Deleting is the remedy for a damaged file, not for a device such as /dev/null.
+    let remedy = if path.is_file() { " (delete it to start a new one)" } else { "" };
+    serde_json::from_str(&text)
+        .with_context(|| format!("tune cache {} is not a valid cache file{remedy}", path.display()))
 }
 
 /// Whether `store` will be able to update the cache at `path`, checked before a tune spends
@@ -95,6 +96,8 @@ pub fn check_store(path: &Path) -> Result<()> {
     if path.exists() {
         read(path)?;
     }
+    // The folder the write lands in: a link's target's.
+    let path = &crate::gpu::cache_files::link_target(path)?;
     let mut probe = path.as_os_str().to_owned();
     probe.push(".probe");
     let probe = std::path::PathBuf::from(probe);

@@ -5,9 +5,10 @@
 //! left (none of their rows in a step that runs an interactive prompt, and on CPU adapters at
 //! most a few decode rows beside interactive work, unless the sequence has waited past the
 //! aging limit for a token), and one waiting longer than the aging limit since
-//! it arrived is admitted as if interactive. When the
-//! KV pool runs dry, the least urgent, most recently admitted sequence is preempted: its blocks
-//! are freed and it is recomputed when it is admitted again. The forward pass runs whatever
+//! it arrived is admitted (and kept, when memory runs short) as if interactive. When the
+//! KV pool runs dry, the least urgent, most recently admitted sequences are preempted, as many
+//! as free what a more urgent one needs (none where they could not): their blocks are freed and
+//! they are recomputed when admitted again. The forward pass runs whatever
 //! plan this builds (`Forward::submit`); what decides and what runs stay apart.
 //! Steps are pipelined: the next step is planned and submitted before the tokens of the one in
 //! flight are read, its decode rows fed on the GPU with the ids that step chooses, so the GPU
@@ -404,8 +405,14 @@ impl Batcher {
         while !self.waiting.is_empty() {
             let best = (0..self.waiting.len()).min_by_key(|&i| self.admission_key(&self.waiting[i], now)).unwrap();
             if let Some(error) = self.refusal(&self.waiting[best], kv) {
-                let seq = self.waiting.remove(best);
-                events.push(SeqEvent::Failed { id: seq.req.id, error: format!("request {}: {error}", seq.req.id) });
+                let mut seq = self.waiting.remove(best);
+                // One preempted after it had grown past what the pool holds ends as it would
+                // have running alone: its context is full (not a failure after its tokens went out).
+                let end = match seq.output.is_empty() {
+                    true => SeqEvent::Failed { id: seq.req.id, error: format!("request {}: {error}", seq.req.id) },
+                    false => SeqEvent::Finished(self.record(seq.finish(Finish::ContextFull))),
+                };
+                events.push(end);
                 continue;
             }
             // Nothing to generate: an empty answer at once, its prompt not run.
@@ -536,38 +543,36 @@ impl Batcher {
                 // their blocks back, the least urgent and latest admitted first, as many as it
                 // takes; none does where all of them together would not free enough (each
                 // would lose its work for nothing, and be admitted and preempted again).
-                let mut missing = kv.blocks_missing(&self.running[i].kv, rows);
+                let missing = kv.blocks_missing(&self.running[i].kv, rows);
                 let mut candidates: Vec<usize> = (0..self.running.len())
                     .filter(|&v| v != i && !preempted.contains(&v) && parts.iter().all(|p| p.seq != v))
                     .filter(|&v| key(&self.running[v]) > key(&self.running[i]))
-                    .filter(|&v| kv.blocks_freed_by(&self.running[v].kv) > 0)
                     .collect();
                 candidates.sort_by_key(|&v| std::cmp::Reverse(key(&self.running[v])));
-                let mut victims = Vec::new();
+                let mut victims: Vec<usize> = Vec::new();
+                let freed = |victims: &[usize]| kv.blocks_freed_by(victims.iter().map(|&v| &self.running[v].kv));
                 for v in candidates {
-                    if missing == 0 {
+                    if freed(&victims) >= missing {
                         break;
                     }
-                    missing = missing.saturating_sub(kv.blocks_freed_by(&self.running[v].kv));
                     victims.push(v);
                 }
-                match victims.is_empty() || missing > 0 {
-                    false => {
-                        for v in victims {
-                            kv.release(&mut self.running[v].kv);
-                            self.running[v].awaiting = 0;
-                            preempted.push(v);
-                        }
+                if missing > 0 && freed(&victims) >= missing {
+                    for v in victims {
+                        kv.release(&mut self.running[v].kv);
+                        self.running[v].awaiting = 0;
+                        preempted.push(v);
                     }
-                    true => {
-                        // Nothing to free: a sequence alone cannot grow (a pool smaller than
-                        // one context) ends here rather than wait forever.
-                        if parts.is_empty() && self.running.len() - preempted.len() == 1 {
-                            stuck.push(i);
-                        }
-                        break;
-                    }
+                    continue;
                 }
+                // Nothing to free: a sequence that could not grow even with the whole pool (one
+                // smaller than its context), or that is alone, ends here rather than wait for
+                // ever; the others wait for memory.
+                let alone = parts.is_empty() && self.running.len() - preempted.len() == 1;
+                if alone || kv.exceeds_pool(&self.running[i].kv, rows) {
+                    stuck.push(i);
+                }
+                break;
             }
         }
         // Preempted sequences wait again, first in line; their memory is already free.

@@ -6,6 +6,7 @@
 
 use futures_channel::mpsc::UnboundedSender;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -260,7 +261,11 @@ impl Hub {
         let prompt_tokens = prompt_ids.len();
         let stop_at_eos = !req.ignore_eos;
         let req = SeqRequest { id, prompt_ids, max_tokens, sampling, stop_at_eos, priority, logprobs };
-        let _ = self.commands.unbounded_send(Command::SubmitIds(req));
+        if self.commands.unbounded_send(Command::SubmitIds(req)).is_err() {
+            // The engine thread is gone (its events may already have cleared the routes).
+            self.shared.routes.lock().expect("routes lock").remove(&id);
+            return Err(unavailable("the engine thread stopped"));
+        }
         Ok(Generation {
             id,
             prompt_tokens,
@@ -310,7 +315,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
     while let Ok(event) = worker.events.recv() {
         match event {
             Event::Loaded { description, positions, .. } => {
-                eprintln!("model loaded: {description}");
+                log(format, format!("model loaded: {description}"), serde_json::json!({"loaded": description}));
                 shared.positions.store(positions, Ordering::Relaxed);
                 shared.state.send_replace(State::Ready);
             }
@@ -318,19 +323,20 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
                 shared.state.send_replace(State::Failed(format!("the model failed to load: {error}")));
             }
             Event::Token { id, text, logprobs, tokens } => route(id, Piece::Text(text, logprobs, tokens), false),
+            // The client first, then the log line.
             Event::Finished(s) => {
                 shared.metrics.lock().expect("metrics lock").finished(&s);
+                route(s.id, Piece::Done(s.clone()), true);
                 log_request(&s, format);
-                route(s.id, Piece::Done(s), true);
             }
             Event::Failed { id, error } => {
                 shared.metrics.lock().expect("metrics lock").failed();
+                route(id, Piece::Failed(error.clone()), true);
                 log(
                     format,
                     format!("request {id} failed: {error}"),
                     serde_json::json!({"request": id, "error": error}),
                 );
-                route(id, Piece::Failed(error), true);
             }
             Event::Metrics(m) => shared.metrics.lock().expect("metrics lock").engine(m),
             Event::Loading { .. } | Event::Started { .. } => {}
@@ -356,12 +362,14 @@ fn log_request(s: &RequestStats, format: LogFormat) {
     log(format, text, json);
 }
 
-/// One line on stderr, as text or JSON.
+/// One line on stderr, as text or JSON. A stderr that cannot be written (its reader gone) loses
+/// the line: `eprintln!` would panic, ending the thread that routes every answer.
 fn log(format: LogFormat, text: String, json: serde_json::Value) {
-    match format {
-        LogFormat::Text => eprintln!("{text}"),
-        LogFormat::Json => eprintln!("{json}"),
-    }
+    let line = match format {
+        LogFormat::Text => text,
+        LogFormat::Json => json.to_string(),
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 impl Generation {
