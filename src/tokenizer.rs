@@ -205,23 +205,23 @@ impl TextTokenizer {
 
     /// The tokenizer and chat template a GGUF file carries in its metadata.
     pub fn from_gguf(g: &crate::model::gguf::Gguf) -> Result<TextTokenizer> {
-        let (inner, bos_token, eos_token) =
-            crate::model::gguf_tokenizer::build(g).with_context(|| format!("in {}", g.path.display()))?;
-        let named = |e: anyhow::Error| e.context(format!("in {}", g.path.display()));
-        let add_bos = g.bool("tokenizer.ggml.add_bos_token").map_err(named)? == Some(true);
-        let bos = g.token_id("tokenizer.ggml.bos_token_id").map_err(named)?;
+        Self::read_gguf(g).with_context(|| format!("in {}", g.path.display()))
+    }
+
+    fn read_gguf(g: &crate::model::gguf::Gguf) -> Result<TextTokenizer> {
+        let (inner, bos_token, eos_token) = crate::model::gguf_tokenizer::build(g)?;
+        let add_bos = g.bool("tokenizer.ggml.add_bos_token")? == Some(true);
+        let bos = g.token_id("tokenizer.ggml.bos_token_id")?;
         if add_bos && bos.is_none() {
-            return Err(named(anyhow!(
-                "metadata tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing"
-            )));
+            bail!("metadata tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing");
         }
         Ok(TextTokenizer {
             spelling: Spelling::of(inner.get_decoder()),
             inner,
-            chat_template: g.str("tokenizer.chat_template").map_err(named)?.map(str::to_string),
+            chat_template: g.str("tokenizer.chat_template")?.map(str::to_string),
             bos_token,
             eos_token,
-            eos_ids: g.token_id("tokenizer.ggml.eos_token_id").map_err(named)?.into_iter().collect(),
+            eos_ids: g.token_id("tokenizer.ggml.eos_token_id")?.into_iter().collect(),
             bos_prefix: bos.filter(|_| add_bos),
         })
     }

@@ -46,7 +46,8 @@ pub fn run(a: &ServeArgs) -> Result<()> {
     let opts = ServeOptions {
         model: model.clone(),
         engine: a.model.engine_options()?,
-        api_key: a.api_key.clone().or_else(|| std::env::var("WGINFER_API_KEY").ok().filter(|k| !k.is_empty())),
+        // An empty one is no key (`HttpOptions::new`).
+        api_key: a.api_key.clone().or_else(|| std::env::var("WGINFER_API_KEY").ok()),
         cors: a.cors.clone(),
         max_waiting: a.max_waiting,
         body_limit: a.max_body,

@@ -200,10 +200,7 @@ impl KvCache {
     pub fn blocks_missing(&self, seq: &SeqKv, n: u32) -> u32 {
         match self.opts.layout {
             KvLayout::Ring => 0,
-            KvLayout::Paged => {
-                let need = (seq.len() + n).div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);
-                need.saturating_sub(self.free_blocks())
-            }
+            KvLayout::Paged => self.blocks_to_take(seq, n).saturating_sub(self.free_blocks()),
         }
     }
 
@@ -218,8 +215,12 @@ impl KvCache {
 
     /// `n` more positions of `seq` would need more blocks than the whole pool has.
     pub fn exceeds_pool(&self, seq: &SeqKv, n: u32) -> bool {
-        self.opts.layout == KvLayout::Paged
-            && u64::from(seq.len() + n).div_ceil(u64::from(self.block)) > u64::from(self.n_blocks)
+        self.opts.layout == KvLayout::Paged && (seq.len() + n).div_ceil(self.block) > self.n_blocks
+    }
+
+    /// New blocks `n` more positions of `seq` take (paged).
+    fn blocks_to_take(&self, seq: &SeqKv, n: u32) -> u32 {
+        (seq.len() + n).div_ceil(self.block).saturating_sub(seq.blocks.len() as u32)
     }
 
     /// Returns every block `seq` holds (shared ones when their last holder lets go).
@@ -259,7 +260,7 @@ impl KvCache {
             bail!("{what} tokens do not fit the context of {context} tokens ({hint})");
         }
         if self.opts.layout == KvLayout::Paged {
-            let need = end.div_ceil(self.block).saturating_sub(seq.blocks.len() as u32);
+            let need = self.blocks_to_take(seq, n);
             ensure!(need <= self.free_blocks(), "the KV pool has {} free blocks, {need} needed", self.free_blocks());
         }
         Ok(Placement { start_pos: seq.len(), kv_lo: end.saturating_sub(context) })

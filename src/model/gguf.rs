@@ -323,10 +323,13 @@ impl Gguf {
     /// the file's `tokenizer.ggml.tokens`. One past the vocabulary could never be generated (an
     /// EOS that never stops) nor embedded.
     pub fn token_id(&self, key: &str) -> Result<Option<u32>> {
-        let tokens = self.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map_or(u64::MAX, |t| t.len() as u64);
-        let what = format!("a token id below the {tokens} tokens of tokenizer.ggml.tokens");
-        let what = if tokens == u64::MAX { "a token id" } else { &what };
-        self.typed(key, what, |m| m.as_u64().filter(|&id| id < tokens).and_then(|id| u32::try_from(id).ok()))
+        let tokens = self.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map(|t| t.len() as u64);
+        let what = match tokens {
+            Some(n) => format!("a token id below the {n} tokens of tokenizer.ggml.tokens"),
+            None => "a token id".into(),
+        };
+        let in_vocab = |id: &u64| tokens.is_none_or(|n| *id < n);
+        self.typed(key, &what, |m| m.as_u64().filter(in_vocab).and_then(|id| u32::try_from(id).ok()))
     }
 
     fn arch(&self) -> Result<(&str, Arch)> {
