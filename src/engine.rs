@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use crate::gpu::{Gpu, GpuOptions};
 use crate::kv::SeqKv;
 use crate::model::folder::ModelFolder;
-use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep, StepOutput};
+use crate::model::forward::{Batch, Choice, Forward, ForwardOptions, Out, PendingStep, StepOutput, NO_TOKEN};
 use crate::ops::plan::{PlanRow, PlanSeq};
 use crate::ops::sample::SampleParams;
 use crate::sampling::{Sampler, SamplingParams};
@@ -290,7 +290,11 @@ impl Engine {
             }
             let next = match out.logits[0].as_mut() {
                 Some(l) => sampler.sample(l, &seen),
-                None => out.ids[0],
+                None => Some(out.ids[0]).filter(|&id| (id as usize) < self.forward.cfg.vocab),
+            };
+            let Some(next) = next else {
+                self.reset();
+                bail!(NO_TOKEN);
             };
             ids.push(next);
             seen.push(next);

@@ -88,8 +88,9 @@ impl Sampler {
     }
 
     /// Picks a token from `logits` (modified in place by the penalty); `seen` are the ids of the
-    /// prompt and the output so far.
-    pub fn sample(&mut self, logits: &mut [f32], seen: &[u32]) -> u32 {
+    /// prompt and the output so far. None where no logit can be chosen (`argmax`'s rule: NaN
+    /// everywhere, say): the model's values left f32's range.
+    pub fn sample(&mut self, logits: &mut [f32], seen: &[u32]) -> Option<u32> {
         let p = self.params.clone();
         if p.repetition_penalty != 1.0 {
             // Once per distinct id, however often it was seen (transformers' rule).
@@ -109,8 +110,13 @@ impl Sampler {
         }
         // Sorted by logit, the order of logit / temperature; the temperature divides the
         // differences from the largest (below), which cannot overflow as the logits can.
-        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        let mut cand: Vec<(u32, f32)> =
+            logits.iter().enumerate().filter(|(_, &l)| l > LOWEST_LOGIT).map(|(i, &l)| (i as u32, l)).collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // An infinite logit takes all the probability (the first of them, as argmax).
+        if cand.first()?.1 == f32::INFINITY {
+            return Some(cand[0].0);
+        }
         // transformers' order: top-k (every token at least as large as the k-th), then top-p
         // over the renormalized survivors.
         if p.top_k > 0 && p.top_k < cand.len() {
@@ -136,23 +142,29 @@ impl Sampler {
         let mut r = self.uniform() * total;
         for (c, q) in cand.iter().zip(&probs) {
             if r < *q {
-                return c.0;
+                return Some(c.0);
             }
             r -= q;
         }
-        cand[cand.len() - 1].0
+        cand.last().map(|c| c.0)
     }
 }
 
-/// Index of the largest value, lowest index on ties (as the GPU kernel).
-pub fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, x) in v.iter().enumerate() {
-        if *x > v[best] {
-            best = i;
+/// Logits at or below this, and NaN, are never chosen (as in shaders/argmax.wgsl and
+/// shaders/sample.wgsl, whose answer is then an id past the vocabulary).
+pub const LOWEST_LOGIT: f32 = -3.0e38;
+
+/// Index of the largest value, lowest index on ties (as the GPU kernel); None where no value
+/// is above LOWEST_LOGIT (NaN everywhere, say).
+pub fn argmax(v: &[f32]) -> Option<u32> {
+    let mut best = None;
+    let mut top = LOWEST_LOGIT;
+    for (i, &x) in v.iter().enumerate() {
+        if x > top {
+            (best, top) = (Some(i as u32), x);
         }
     }
-    best as u32
+    best
 }
 
 #[cfg(test)]
@@ -165,7 +177,7 @@ mod tests {
 
     #[test]
     fn greedy_takes_argmax() {
-        assert_eq!(Sampler::new(SamplingParams::default()).sample(&mut logits(), &[]), 1);
+        assert_eq!(Sampler::new(SamplingParams::default()).sample(&mut logits(), &[]), Some(1));
     }
 
     #[test]
@@ -182,10 +194,10 @@ mod tests {
     #[test]
     fn top_k_and_top_p_limit_the_candidates() {
         let mut s = Sampler::new(SamplingParams { temperature: 5.0, top_k: 2, seed: 1, ..Default::default() });
-        assert!((0..200).all(|_| matches!(s.sample(&mut logits(), &[]), 1 | 5)));
+        assert!((0..200).all(|_| matches!(s.sample(&mut logits(), &[]), Some(1 | 5))));
         // With a sharp distribution, top_p 0.5 keeps only the top token.
         let mut s = Sampler::new(SamplingParams { temperature: 0.1, top_p: 0.5, seed: 1, ..Default::default() });
-        assert!((0..50).all(|_| s.sample(&mut logits(), &[]) == 1));
+        assert!((0..50).all(|_| s.sample(&mut logits(), &[]) == Some(1)));
     }
 
     #[test]
@@ -195,12 +207,12 @@ mod tests {
         // which would draw the least likely token.
         for temperature in [1e-40, 1e-37, 1e-20] {
             let mut s = Sampler::new(SamplingParams { temperature, seed: 3, ..Default::default() });
-            assert!((0..20).all(|_| s.sample(&mut logits(), &[]) == 1), "temperature {temperature}");
+            assert!((0..20).all(|_| s.sample(&mut logits(), &[]) == Some(1)), "temperature {temperature}");
         }
         let mut s = Sampler::new(SamplingParams { temperature: 1.0, repetition_penalty: 1e-40, ..Default::default() });
-        assert!((0..20).all(|_| s.sample(&mut logits(), &[2, 3]) == 2));
+        assert!((0..20).all(|_| s.sample(&mut logits(), &[2, 3]) == Some(2)));
         let mut s = Sampler::new(SamplingParams { temperature: 1e-30, repetition_penalty: 1e38, ..Default::default() });
-        assert!((0..20).all(|_| s.sample(&mut logits(), &[1, 3]) == 5));
+        assert!((0..20).all(|_| s.sample(&mut logits(), &[1, 3]) == Some(5)));
         assert!(SamplingParams { temperature: 1e-40, ..Default::default() }.is_greedy());
     }
 
@@ -208,6 +220,23 @@ mod tests {
     fn repetition_penalty_demotes_seen_tokens() {
         let mut s = Sampler::new(SamplingParams { repetition_penalty: 2.0, ..Default::default() });
         // 3.0 / 2 = 1.5 < 2.9: token 5 wins once 1 has been seen.
-        assert_eq!(s.sample(&mut logits(), &[1]), 5);
+        assert_eq!(s.sample(&mut logits(), &[1]), Some(5));
+    }
+
+    /// NaN logits are never chosen, greedy or drawn; none left to choose is None (where the
+    /// GPU kernels answer an id past the vocabulary), and an infinite one takes every draw.
+    #[test]
+    fn logits_that_are_not_numbers_are_never_chosen() {
+        let (nan, inf) = (f32::NAN, f32::INFINITY);
+        let greedy = || Sampler::new(SamplingParams::default());
+        let drawn = || Sampler::new(SamplingParams { temperature: 1.0, top_p: 0.9, seed: 5, ..Default::default() });
+        assert_eq!(greedy().sample(&mut [nan, 1.0, nan, 2.0], &[]), Some(3));
+        assert!((0..50).all(|_| matches!(drawn().sample(&mut [nan, 1.0, nan, 1.1], &[]), Some(1 | 3))));
+        for mut none in [vec![nan; 4], vec![f32::NEG_INFINITY; 3]] {
+            assert_eq!(greedy().sample(&mut none, &[]), None);
+            assert_eq!(drawn().sample(&mut none, &[]), None);
+        }
+        assert_eq!(drawn().sample(&mut [1.0, inf, nan, inf], &[]), Some(1));
+        assert_eq!(argmax(&[nan, -1.0, -1.0]), Some(1));
     }
 }

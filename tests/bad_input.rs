@@ -5,7 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use wginfer::engine::{Engine, EngineOptions, Request};
-use wginfer::kv::KvOptions;
+use wginfer::kv::{KvLayout, KvOptions};
 use wginfer::model::forward::ForwardOptions;
 use wginfer::sampling::SamplingParams;
 use wginfer::sched::{BatchOptions, Batcher, Priority, SeqEvent, SeqRequest};
@@ -166,40 +166,112 @@ fn logits_that_are_not_numbers_are_an_error_saying_so() {
     assert_mentions(&format!("{:#}", engine.generate(&req, |_| true).unwrap_err()), &["logits are not finite"]);
 }
 
-/// The fixture with its final norm's weights NaN: every logit is NaN.
-fn nan_logits_model() -> tempfile::TempDir {
+/// The fixture with `values` of tensor `name` made NaN (a range of its f32 values).
+fn nan_model(name: &str, values: std::ops::Range<usize>) -> tempfile::TempDir {
     let dir = copy_fixture();
     let (header, mut data) = read_safetensors(dir.path());
-    let offsets = &header["model.norm.weight"]["data_offsets"];
-    let (start, end) = (offsets[0].as_u64().unwrap() as usize, offsets[1].as_u64().unwrap() as usize);
-    data[start..end].chunks_exact_mut(4).for_each(|v| v.copy_from_slice(&f32::NAN.to_le_bytes()));
+    let start = header[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    let bytes = &mut data[start + 4 * values.start..start + 4 * values.end];
+    bytes.chunks_exact_mut(4).for_each(|v| v.copy_from_slice(&f32::NAN.to_le_bytes()));
     write_safetensors(dir.path(), &header, &data);
     dir
 }
 
-/// A step that fails (here reading NaN logits) hands over what it finished before failing: a
-/// request of no tokens, admitted in that step, gets its end. The step's events were dropped,
-/// and the server's client of such a request waited forever (its route never ended).
-#[test]
-fn a_failed_step_keeps_the_ends_it_gathered() {
-    let dir = nan_logits_model();
-    let mut engine = Engine::load(dir.path(), &EngineOptions::default()).unwrap();
-    let opts = BatchOptions::for_adapter(&engine.gpu.caps);
-    let mut batcher = Batcher::new(&mut engine, opts);
-    let request = |id, max_tokens| SeqRequest {
+/// The fixture with its final norm's weights NaN: every logit is NaN.
+fn nan_logits_model() -> tempfile::TempDir {
+    let (header, _) = read_safetensors(&fixture());
+    let d = header["model.norm.weight"]["shape"][0].as_u64().unwrap() as usize;
+    nan_model("model.norm.weight", 0..d)
+}
+
+fn seq_request(id: u64, prompt_ids: Vec<u32>, max_tokens: usize) -> SeqRequest {
+    SeqRequest {
         id,
-        prompt_ids: vec![1, 5],
+        prompt_ids,
         max_tokens,
         sampling: SamplingParams::default(),
         stop_at_eos: false,
         priority: Priority::Interactive,
         logprobs: None,
-    };
-    batcher.submit(request(1, 4));
+    }
+}
+
+/// Steps `batcher` until every request has ended; the events in order.
+fn run_all(batcher: &mut Batcher, engine: &mut Engine) -> Vec<SeqEvent> {
+    let mut events = Vec::new();
+    while !batcher.is_idle() {
+        events.extend(batcher.step(engine).unwrap());
+    }
+    events
+}
+
+/// A request whose logits hold no number (token 7's embedding is NaN, so is everything its
+/// sequence computes) fails alone, saying so, while the request beside it in the same steps,
+/// greedy and with its logits brought back, gets the ids it gets alone. (One such row used to
+/// fail the step, and with it every request in it.)
+#[test]
+fn a_request_whose_logits_are_not_numbers_fails_alone() {
+    let (header, _) = read_safetensors(&fixture());
+    let d = header["model.embed_tokens.weight"]["shape"][1].as_u64().unwrap() as usize;
+    let dir = nan_model("model.embed_tokens.weight", 7 * d..8 * d);
+    let kv = KvOptions { layout: KvLayout::Paged, parallel: 2, context: 64, ..Default::default() };
+    let options = EngineOptions { forward: ForwardOptions { kv, ..Default::default() }, ..Default::default() };
+    let mut engine = Engine::load(dir.path(), &options).unwrap();
+    let opts = BatchOptions::for_adapter(&engine.gpu.caps);
+    for logprobs in [None, Some(2)] {
+        let good = SeqRequest { logprobs, ..seq_request(1, vec![1, 5, 9], 6) };
+        let mut alone = Batcher::new(&mut engine, opts);
+        alone.submit(good.clone());
+        let tokens = |events: &[SeqEvent]| -> Vec<u32> {
+            let ids = events.iter().filter_map(|e| match e {
+                SeqEvent::Token { id: 1, token, .. } => Some(*token),
+                _ => None,
+            });
+            ids.collect()
+        };
+        let want = tokens(&run_all(&mut alone, &mut engine));
+        assert_eq!(want.len(), 6);
+        let mut both = Batcher::new(&mut engine, opts);
+        both.submit(SeqRequest { logprobs, ..seq_request(2, vec![1, 7, 9], 6) });
+        both.submit(good);
+        let events = run_all(&mut both, &mut engine);
+        assert_eq!(tokens(&events), want, "logprobs {logprobs:?}");
+        let failed: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                SeqEvent::Failed { id: 2, error } => Some(error.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(&failed[..], [e] if e.contains("request 2") && e.contains("logits are not finite")),
+            "{events:?}"
+        );
+        assert!(!events.iter().any(|e| matches!(e, SeqEvent::Token { id: 2, .. })), "{events:?}");
+        assert_eq!(engine.forward.kv.used_blocks(), 0);
+    }
+}
+
+/// A step that fails (here a validation error raised outside any scope, reported at the step's
+/// wait) hands over what it finished before failing: a request of no tokens, admitted in that
+/// step, gets its end. The step's events were dropped, and the server's client of such a
+/// request waited forever (its route never ended).
+#[test]
+fn a_failed_step_keeps_the_ends_it_gathered() {
+    let mut engine = Engine::load(&fixture(), &EngineOptions::default()).unwrap();
+    let opts = BatchOptions::for_adapter(&engine.gpu.caps);
+    let mut batcher = Batcher::new(&mut engine, opts);
+    batcher.submit(seq_request(1, vec![1, 5], 4));
     // The first step only submits: its logits are read by the next.
     assert!(batcher.step(&mut engine).unwrap().is_empty());
-    batcher.submit(request(2, 0));
-    assert_mentions(&format!("{:#}", batcher.step(&mut engine).unwrap_err()), &["logits are not finite"]);
+    batcher.submit(seq_request(2, vec![1, 5], 0));
+    let _ = engine.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("unscoped"),
+        size: 64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    assert_mentions(&format!("{:#}", batcher.step(&mut engine).unwrap_err()), &["GPU error"]);
     let held = batcher.take_held();
     assert!(matches!(&held[..], [SeqEvent::Finished(s)] if s.id == 2), "{held:?}");
 }

@@ -106,8 +106,14 @@ pub struct PendingStep {
     _in_flight: std::sync::Arc<()>,
 }
 
+/// Why no token could be chosen for an output row: its logits held no number the argmax or
+/// the sampler could take (`sampling::LOWEST_LOGIT`).
+pub const NO_TOKEN: &str = "no token could be chosen: the logits are not finite numbers (the model's weights or settings, such as its RoPE base, give values past f32's range)";
+
 pub struct StepOutput {
-    /// Per output row: the argmax id, or the GPU-sampled id.
+    /// Per output row: the argmax id, or the GPU-sampled id; past the vocabulary where no token
+    /// could be chosen (NO_TOKEN). The row fails, not the step: the other rows are sequences of
+    /// their own.
     pub ids: Vec<u32>,
     /// Per output row: its logits where they were asked for.
     pub logits: Vec<Option<Vec<f32>>>,
@@ -472,12 +478,6 @@ impl Forward {
                 bytemuck::cast_slice(&bytes).to_vec()
             }
         };
-        // Logits that are all NaN have no largest value: the argmax answers u32::MAX.
-        if let Some(row) = ids.iter().position(|&id: &u32| id as usize >= self.cfg.vocab) {
-            bail!(
-                "no token could be chosen for output row {row}: its logits are not finite numbers (the model's weights or settings, such as its RoPE base, give values past f32's range)"
-            );
-        }
         let mut logits = vec![None; n_out];
         if let Some(last) = p.logits.iter().rposition(|&l| l) {
             let vocab = self.cfg.vocab;

@@ -26,7 +26,7 @@ use super::sequence::{token_at, SeqRequest, SeqStats, Sequence, TokenLogprobs};
 use super::Priority;
 use crate::engine::{choice_for, Engine, Finish};
 use crate::kv::{KvLayout, Placement};
-use crate::model::forward::{Batch, Choice, Out, PendingStep};
+use crate::model::forward::{Batch, Choice, Out, PendingStep, NO_TOKEN};
 use crate::ops::plan::{PlanRow, PlanSeq};
 
 #[derive(Clone, Copy, Debug)]
@@ -324,9 +324,14 @@ impl Batcher {
                     let raw = seq.req.logprobs.map(|top| (l.clone(), top as usize));
                     let seen = seq.tokens();
                     let token = seq.sampler.sample(&mut l, &seen);
-                    (token, raw.map(|(raw, top)| TokenLogprobs::new(&raw, token, top)))
+                    (token, token.zip(raw).map(|(token, (raw, top))| TokenLogprobs::new(&raw, token, top)))
                 }
-                None => (id, None),
+                None => (Some(id).filter(|&id| (id as usize) < self.vocab), None),
+            };
+            // Only this row's request fails: the step's other rows are sequences of their own.
+            let Some(token) = token else {
+                done.push((i, Err(format!("request {request}: {NO_TOKEN}"))));
+                continue;
             };
             seq.push(token);
             events.push(SeqEvent::Token { id: request, token, logprobs });
@@ -336,15 +341,18 @@ impl Batcher {
                 .kv
                 .index_full_blocks(&mut seq.kv, prompt.len() + output.len(), |i| token_at(prompt, output, i));
             if let Some(finish) = self.finished(engine, i) {
-                done.push((i, finish));
+                done.push((i, Ok(finish)));
             }
         }
         // Highest index first, so the others keep theirs.
         done.sort_by_key(|&(i, _)| std::cmp::Reverse(i));
-        for (i, finish) in done {
+        for (i, end) in done {
             let mut seq = self.running.remove(i);
             engine.forward.kv.release(&mut seq.kv);
-            events.push(SeqEvent::Finished(self.record(seq.finish(finish))));
+            events.push(match end {
+                Ok(finish) => SeqEvent::Finished(self.record(seq.finish(finish))),
+                Err(error) => SeqEvent::Failed { id: seq.req.id, error },
+            });
         }
         Ok(())
     }

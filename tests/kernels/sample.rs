@@ -59,7 +59,7 @@ fn gpu_draws(logits: &[f32], p: &SamplingParams, n: u32) -> Vec<u32> {
 
 fn cpu_draws(logits: &[f32], p: &SamplingParams, n: u32) -> Vec<u32> {
     let mut s = Sampler::new(p.clone());
-    (0..n).map(|_| s.sample(&mut logits.to_vec(), &[])).collect()
+    (0..n).map(|_| s.sample(&mut logits.to_vec(), &[]).expect("finite logits")).collect()
 }
 
 /// Every draw has a nonzero probability, and the counts pass Pearson's chi-square test at a
