@@ -6,7 +6,6 @@
 
 use futures_channel::mpsc::UnboundedSender;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +15,7 @@ use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
 
 use super::api::{token_logprobs, ApiError, Prompt, Request};
+use super::log::{Log, LogFormat, LogWriter};
 use super::prometheus::Registry;
 use super::stop::StopMatcher;
 use crate::engine::{EngineOptions, Finish};
@@ -30,13 +30,6 @@ pub enum State {
     Ready,
     /// Why it cannot serve, as a sentence.
     Failed(String),
-}
-
-/// How per-request log lines are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// What the engine thread says about one request.
@@ -62,6 +55,8 @@ pub struct Hub {
     shared: Arc<Shared>,
     commands: UnboundedSender<Command>,
     events: Option<JoinHandle<()>>,
+    /// Writes the event thread's log lines (`serve::log`).
+    log_writer: Option<LogWriter>,
     tokenizer: Arc<TextTokenizer>,
     next_id: AtomicU64,
     /// Requests the engine may hold at once, running and waiting.
@@ -126,8 +121,9 @@ fn load_tokenizer(path: &Path) -> Result<TextTokenizer> {
 
 impl Hub {
     /// Starts the engine thread loading `path`; requests are refused until it is loaded.
-    pub fn start(path: &Path, opts: &EngineOptions, max_waiting: usize, log: LogFormat) -> Result<Hub> {
+    pub fn start(path: &Path, opts: &EngineOptions, max_waiting: usize, format: LogFormat) -> Result<Hub> {
         let tokenizer = load_tokenizer(path).with_context(|| format!("loading the tokenizer of {}", path.display()))?;
+        let (log, log_writer) = super::log::start(format, std::io::stderr())?;
         let worker = Worker::spawn();
         let commands = worker.commands();
         worker.send(Command::Load(ModelSource::Path(path.to_path_buf()), Box::new(opts.clone())));
@@ -141,7 +137,7 @@ impl Hub {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("wginfer-serve-events".into())
-                .spawn(move || read_events(worker, &shared, log))
+                .spawn(move || read_events(worker, &shared, &log))
                 .context("spawning the event thread")?
         };
         let kv = &opts.forward.kv;
@@ -149,6 +145,7 @@ impl Hub {
             shared,
             commands,
             events: Some(events),
+            log_writer: Some(log_writer),
             tokenizer: Arc::new(tokenizer),
             next_id: AtomicU64::new(1),
             capacity: (kv.parallel as usize).saturating_add(max_waiting),
@@ -292,17 +289,21 @@ pub fn unavailable(message: &str) -> ApiError {
 }
 
 impl Drop for Hub {
-    /// Ends the engine thread (after the step it is in) and the event thread with it.
+    /// Ends the engine thread (after the step it is in) and the event thread with it, then
+    /// gives the log's last lines a moment to go out.
     fn drop(&mut self) {
         let _ = self.commands.unbounded_send(Command::Shutdown);
         if let Some(t) = self.events.take() {
             let _ = t.join();
         }
+        if let Some(w) = self.log_writer.take() {
+            w.flush();
+        }
     }
 }
 
 /// Routes the engine's events until it ends.
-fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
+fn read_events(worker: Worker, shared: &Shared, log: &Log) {
     let route = |id: u64, piece: Piece, last: bool| {
         let mut routes = shared.routes.lock().expect("routes lock");
         if let Some(tx) = routes.get(&id) {
@@ -315,7 +316,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
     while let Ok(event) = worker.events.recv() {
         match event {
             Event::Loaded { description, positions, .. } => {
-                log(format, format!("model loaded: {description}"), serde_json::json!({"loaded": description}));
+                log.line(format!("model loaded: {description}"), serde_json::json!({"loaded": description}));
                 shared.positions.store(positions, Ordering::Relaxed);
                 shared.state.send_replace(State::Ready);
             }
@@ -327,16 +328,12 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
             Event::Finished(s) => {
                 shared.metrics.lock().expect("metrics lock").finished(&s);
                 route(s.id, Piece::Done(s.clone()), true);
-                log_request(&s, format);
+                log_request(&s, log);
             }
             Event::Failed { id, error } => {
                 shared.metrics.lock().expect("metrics lock").failed();
                 route(id, Piece::Failed(error.clone()), true);
-                log(
-                    format,
-                    format!("request {id} failed: {error}"),
-                    serde_json::json!({"request": id, "error": error}),
-                );
+                log.line(format!("request {id} failed: {error}"), serde_json::json!({"request": id, "error": error}));
             }
             Event::Metrics(m) => shared.metrics.lock().expect("metrics lock").engine(m),
             Event::Loading { .. } | Event::Started { .. } => {}
@@ -350,7 +347,7 @@ fn read_events(worker: Worker, shared: &Shared, format: LogFormat) {
     }
 }
 
-fn log_request(s: &RequestStats, format: LogFormat) {
+fn log_request(s: &RequestStats, log: &Log) {
     let finish = format!("{:?}", s.finish).to_lowercase();
     let priority = format!("{:?}", s.priority).to_lowercase();
     let text = format!(
@@ -359,17 +356,7 @@ fn log_request(s: &RequestStats, format: LogFormat) {
     );
     let json = serde_json::json!({"request": s.id, "priority": priority, "prompt_tokens": s.prompt_tokens,
         "tokens": s.tokens, "ttft_ms": s.ttft_ms, "decode_tok_s": s.decode_tok_s, "finish": finish});
-    log(format, text, json);
-}
-
-/// One line on stderr, as text or JSON. A stderr that cannot be written (its reader gone) loses
-/// the line: `eprintln!` would panic, ending the thread that routes every answer.
-fn log(format: LogFormat, text: String, json: serde_json::Value) {
-    let line = match format {
-        LogFormat::Text => text,
-        LogFormat::Json => json.to_string(),
-    };
-    let _ = writeln!(std::io::stderr(), "{line}");
+    log.line(text, json);
 }
 
 impl Generation {

@@ -1,11 +1,12 @@
 //! `wginfer serve`: an OpenAI-compatible HTTP server on the continuous batcher. `api` holds the
 //! API's request and answer shapes and their checks, `http` the routes (axum), `hub` the bridge
 //! to the engine thread (tokenizing, routing tokens, cancelling, stop strings through `stop`),
-//! `prometheus` the `/metrics` text. The engine stays on its own thread (`sched::worker`).
+//! `log` its log lines, `prometheus` the `/metrics` text. The engine stays on its own thread (`sched::worker`).
 
 pub mod api;
 pub mod http;
 pub mod hub;
+pub mod log;
 pub mod prometheus;
 pub mod stop;
 
@@ -17,8 +18,9 @@ use anyhow::{bail, Result};
 use tokio::net::TcpListener;
 
 use crate::engine::EngineOptions;
-pub use hub::{model_name, LogFormat};
+pub use hub::model_name;
 use hub::{Hub, State};
+pub use log::LogFormat;
 
 pub struct ServeOptions {
     pub model: PathBuf,
