@@ -274,6 +274,11 @@ fn a_failed_step_keeps_the_ends_it_gathered() {
     assert_mentions(&format!("{:#}", batcher.step(&mut engine).unwrap_err()), &["GPU error"]);
     let held = batcher.take_held();
     assert!(matches!(&held[..], [SeqEvent::Finished(s)] if s.id == 2), "{held:?}");
+    // The request the step failed is dropped (its memory freed), not counted as finished as a
+    // cancelled one is: the metrics count request 2 alone.
+    assert!(batcher.abandon(&mut engine, 1));
+    assert!(!batcher.abandon(&mut engine, 1));
+    assert_eq!((batcher.metrics.finished, batcher.running(), engine.forward.kv.used_blocks()), (1, 0, 0));
 }
 
 /// The CLI turns every one of these into one line on stderr and exit status 1.

@@ -185,12 +185,23 @@ impl Batcher {
     /// Stops a waiting or running request and frees its memory at once; its stats, if it was
     /// known.
     pub fn cancel(&mut self, engine: &mut Engine, id: u64) -> Option<SeqStats> {
+        let mut seq = self.remove(engine, id)?;
+        Some(self.record(seq.finish(Finish::Stopped)))
+    }
+
+    /// Drops a request that failed and frees its memory at once: unlike `cancel`, the metrics
+    /// do not count it as a finished request. Whether it was known.
+    pub fn abandon(&mut self, engine: &mut Engine, id: u64) -> bool {
+        self.remove(engine, id).is_some()
+    }
+
+    fn remove(&mut self, engine: &mut Engine, id: u64) -> Option<Sequence> {
         let mut seq = match self.running.iter().position(|s| s.req.id == id) {
             Some(i) => self.running.remove(i),
             None => self.waiting.remove(self.waiting.iter().position(|s| s.req.id == id)?),
         };
         engine.forward.kv.release(&mut seq.kv);
-        Some(self.record(seq.finish(Finish::Stopped)))
+        Some(seq)
     }
 
     /// Runs one step: admits what fits, plans and submits the next step, then reads the step

@@ -472,7 +472,7 @@ impl EngineLoop {
     fn fail_all(&mut self, error: &str) {
         if let Some((engine, batcher)) = self.model.as_mut() {
             for id in batcher.ids() {
-                batcher.cancel(engine, id);
+                batcher.abandon(engine, id);
             }
         }
         self.fail_open(error);
