@@ -187,21 +187,18 @@ fn open_output(output: Option<Output>) -> Result<(Box<dyn Write>, String)> {
     Ok((Box::new(std::io::BufWriter::new(file)), path.display().to_string()))
 }
 
-/// Set by the first SIGINT (Ctrl-C): the run stops after its step, and the finished answers are
-/// still written; a second one ends the process at once.
+/// Set by the first SIGINT (Ctrl-C) or SIGTERM: the run stops after its step, and the finished
+/// answers are still written; a second one ends the process at once.
 fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let set = flag.clone();
     let watch = move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                set.store(true, Ordering::Relaxed);
-                eprintln!("\ninterrupted: writing the finished answers (Ctrl-C again quits at once)");
-            }
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
+            let message = "\ninterrupted: writing the finished answers (Ctrl-C again quits at once)";
+            super::interrupt::first_signal(message, || set.store(true, Ordering::Relaxed)).await;
+            // The runtime stays, for the second signal's task.
+            std::future::pending::<()>().await
         });
     };
     // Without the thread Ctrl-C ends the process as it always did.

@@ -8,6 +8,7 @@ mod bench_sweep;
 mod chat;
 mod generate;
 mod info;
+mod interrupt;
 mod serve;
 mod tune;
 

@@ -1,8 +1,6 @@
 //! `wginfer serve`: the OpenAI-compatible HTTP server (`crate::serve`) on a tokio runtime,
 //! until SIGINT or SIGTERM.
 
-use std::io::Write;
-
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -67,34 +65,5 @@ pub fn run(a: &ServeArgs) -> Result<()> {
 /// finish; a second one ends the process at once (a client that stopped reading would hold the
 /// graceful shutdown for ever).
 async fn shutdown_signal() {
-    signal().await;
-    eprintln!("shutting down: finishing open requests (Ctrl-C again stops at once)");
-    tokio::spawn(async {
-        signal().await;
-        // Not eprintln!: with stderr gone it would panic, and the exit never come.
-        let _ = writeln!(std::io::stderr(), "stopped before the open requests finished");
-        std::process::exit(130);
-    });
-}
-
-/// SIGINT (Ctrl-C) or SIGTERM.
-async fn signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
-    }
+    super::interrupt::first_signal("shutting down: finishing open requests (Ctrl-C again stops at once)", || {}).await;
 }
