@@ -98,10 +98,11 @@ impl Sampler {
             distinct.sort_unstable();
             distinct.dedup();
             for id in distinct {
-                if let Some(l) = logits.get_mut(id as usize) {
-                    // Kept finite, so that an extreme penalty cannot make the softmax NaN.
+                // Choosable logits stay finite and choosable (above LOWEST_LOGIT), so that an
+                // extreme penalty neither makes the softmax NaN nor leaves no token to choose.
+                if let Some(l) = logits.get_mut(id as usize).filter(|l| l.is_finite() && **l > LOWEST_LOGIT) {
                     let penalized = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
-                    *l = penalized.clamp(f32::MIN, f32::MAX);
+                    *l = penalized.clamp(LOWEST_LOGIT.next_up(), f32::MAX);
                 }
             }
         }
@@ -214,6 +215,10 @@ mod tests {
         let mut s = Sampler::new(SamplingParams { temperature: 1e-30, repetition_penalty: 1e38, ..Default::default() });
         assert!((0..20).all(|_| s.sample(&mut logits(), &[1, 3]) == Some(5)));
         assert!(SamplingParams { temperature: 1e-40, ..Default::default() }.is_greedy());
+        // Every token seen, their negative logits pushed past LOWEST_LOGIT: still choosable
+        // (tied at the floor: the lowest id), not "no token".
+        let mut s = Sampler::new(SamplingParams { repetition_penalty: 3e38, ..Default::default() });
+        assert_eq!(s.sample(&mut [-1.0, -2.0], &[0, 1]), Some(0));
     }
 
     #[test]

@@ -386,44 +386,46 @@ fn batch_input_edge_cases_and_the_output_file() {
     }
 }
 
-/// Ctrl-C in the middle of a run: every finished answer is still written, in input order (those
-/// after a request still running waited in memory, and died with the process), and the
-/// running request is reported as not run.
+/// Ctrl-C or SIGTERM in the middle of a run: every finished answer is still written, in input
+/// order (those after a request still running waited in memory, and died with the process),
+/// and the running request is reported as not run.
 #[cfg(unix)]
 #[test]
 fn batch_interrupted_still_writes_every_finished_answer() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("requests.jsonl");
-    let short = r#"{"prompt_ids": [4, 5], "max_tokens": 2}"#;
-    let long = r#"{"prompt_ids": [1, 2, 3], "max_tokens": 4000}"#;
-    let lines: Vec<&str> = [short, long].into_iter().chain([short; 8]).collect();
-    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    let output = dir.path().join("answers.jsonl");
-    let model = fixture("qwen2-f32");
-    let args = ["batch", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap(), "--output"];
-    let mut child = wginfer()
-        .args(args)
-        .arg(&output)
-        .args(["--kv", "paged", "--parallel", "16", "--context", "4096", "--temperature", "0"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // The first answer written: the model runs; a second later the short ones are done.
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(&output).map_or(true, |t| t.is_empty()) {
-        assert!(start.elapsed().as_secs() < 120, "no answer within 120 s");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(kill.success());
-    assert!(!child.wait().unwrap().success(), "an interrupted run fails");
-    let answers: Vec<serde_json::Value> =
-        std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(answers.len(), lines.len());
-    assert!(answers[1]["error"].as_str().is_some_and(|e| e.contains("interrupted")), "{}", answers[1]);
-    for a in answers.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, a)| a) {
-        assert_eq!(a["tokens"], 2, "{a}");
+    for signal in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("requests.jsonl");
+        let short = r#"{"prompt_ids": [4, 5], "max_tokens": 2}"#;
+        let long = r#"{"prompt_ids": [1, 2, 3], "max_tokens": 4000}"#;
+        let lines: Vec<&str> = [short, long].into_iter().chain([short; 8]).collect();
+        std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+        let output = dir.path().join("answers.jsonl");
+        let model = fixture("qwen2-f32");
+        let args = ["batch", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap(), "--output"];
+        let mut child = wginfer()
+            .args(args)
+            .arg(&output)
+            .args(["--kv", "paged", "--parallel", "16", "--context", "4096", "--temperature", "0"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The first answer written: the model runs; a second later the short ones are done.
+        let start = std::time::Instant::now();
+        while std::fs::read_to_string(&output).map_or(true, |t| t.is_empty()) {
+            assert!(start.elapsed().as_secs() < 120, "no answer within 120 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let kill = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        assert!(kill.success());
+        assert_eq!(child.wait().unwrap().code(), Some(1), "{signal}: an interrupted run fails");
+        let answers: Vec<serde_json::Value> =
+            std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(answers.len(), lines.len(), "{signal}");
+        assert!(answers[1]["error"].as_str().is_some_and(|e| e.contains("interrupted")), "{}", answers[1]);
+        for a in answers.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, a)| a) {
+            assert_eq!(a["tokens"], 2, "{signal}: {a}");
+        }
     }
 }
 

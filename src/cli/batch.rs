@@ -195,7 +195,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     let watch = move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            let message = "\ninterrupted: writing the finished answers (Ctrl-C again quits at once)";
+            let message = "\ninterrupted: writing the finished answers (a second Ctrl-C or SIGTERM quits at once)";
             super::interrupt::first_signal(message, || set.store(true, Ordering::Relaxed)).await;
             // The runtime stays, for the second signal's task.
             std::future::pending::<()>().await
@@ -308,7 +308,7 @@ pub fn run(a: &BatchArgs) -> Result<()> {
     let mut run_all = |answers: &mut Answers| -> Result<()> {
         while !batcher.is_idle() {
             if interrupted.load(Ordering::Relaxed) {
-                anyhow::bail!("interrupted (Ctrl-C)");
+                anyhow::bail!("interrupted (Ctrl-C or SIGTERM)");
             }
             let events = match batcher.step(&mut engine) {
                 Ok(events) => events,

@@ -1,44 +1,71 @@
 //! Stopping a long run by signal, the same way for `batch` and `serve`: the first SIGINT
 //! (Ctrl-C) or SIGTERM asks the run to wrap up (write the finished answers, let open requests
 //! finish); a second one ends the process at once, with exit status 130, for when wrapping up
-//! would wait on something that never comes (a client that stopped reading).
+//! would wait on something that never comes (a client that stopped reading, a stderr nobody
+//! reads).
 
 use std::io::Write;
 
-/// Waits for the first signal, runs `on_first` and says `message` on stderr, then leaves a task
-/// on the current tokio runtime that ends the process at the next signal (the runtime must
-/// outlive the wait for it to).
-pub async fn first_signal(message: &str, on_first: impl FnOnce()) {
-    signal().await;
+/// Waits for the first signal and runs `on_first`; from then on a task on the current tokio
+/// runtime ends the process at the next signal (the runtime must outlive the wait for it to).
+/// `message` goes to stderr from a thread of its own: a blocked stderr holds neither the run's
+/// wrapping up nor the second signal's exit.
+pub async fn first_signal(message: &'static str, on_first: impl FnOnce()) {
+    // Listening from the start: a signal between the first and the second task's first poll
+    // is not lost.
+    let mut signals = Signals::new();
+    signals.next().await;
     on_first();
-    // Not eprintln!: with stderr gone it would panic, and neither the run's end nor the exit
-    // would come.
-    let _ = writeln!(std::io::stderr(), "{message}");
-    tokio::spawn(async {
-        signal().await;
+    tokio::spawn(async move {
+        signals.next().await;
         let _ = writeln!(std::io::stderr(), "stopped at once");
         std::process::exit(130);
     });
+    std::thread::spawn(move || {
+        let _ = writeln!(std::io::stderr(), "{message}");
+    });
 }
 
-/// SIGINT (Ctrl-C) or SIGTERM.
-async fn signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM as they arrive (SIGINT alone where there is no SIGTERM). One that cannot
+/// be listened to never arrives (not at once: that would stop every run as it starts).
+struct Signals {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Signals { interrupt: signal(SignalKind::interrupt()).ok(), terminate: signal(SignalKind::terminate()).ok() }
         }
-    };
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            if let Some(s) = s {
+                if s.recv().await.is_some() {
+                    return;
+                }
+            }
+            std::future::pending().await
+        }
+        tokio::select! {
+            _ = recv(&mut self.interrupt) => {}
+            _ = recv(&mut self.terminate) => {}
+        }
+    }
+
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
+    async fn next(&mut self) {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }

@@ -65,5 +65,6 @@ pub fn run(a: &ServeArgs) -> Result<()> {
 /// finish; a second one ends the process at once (a client that stopped reading would hold the
 /// graceful shutdown for ever).
 async fn shutdown_signal() {
-    super::interrupt::first_signal("shutting down: finishing open requests (Ctrl-C again stops at once)", || {}).await;
+    let message = "shutting down: finishing open requests (a second Ctrl-C or SIGTERM stops at once)";
+    super::interrupt::first_signal(message, || {}).await;
 }

@@ -7,7 +7,7 @@ use crate::Instant;
 use crate::engine::{choice_for, Finish};
 use crate::kv::SeqKv;
 use crate::model::forward::Choice;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{Sampler, SamplingParams, LOWEST_LOGIT};
 
 use super::Priority;
 
@@ -36,14 +36,36 @@ pub struct TokenLogprobs {
     pub top: Vec<(u32, f64)>,
 }
 
+/// The log-probability reported for a token that cannot be chosen (OpenAI's stand-in for minus
+/// infinity, which JSON cannot hold).
+pub const LOGPROB_FLOOR: f64 = -9999.0;
+
 impl TokenLogprobs {
     /// From a row's logits (in f64: a vocabulary's sum of exponentials loses digits in f32).
+    /// Logits the sampler never chooses (NaN, at or below `sampling::LOWEST_LOGIT`) count as
+    /// minus infinity; infinite ones share all the probability.
     pub fn new(logits: &[f32], token: u32, top: usize) -> TokenLogprobs {
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let log_sum = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
-        let logprob = |id: u32| logits[id as usize] as f64 - log_sum;
-        let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
-        let by_rank = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+        let value = |id: u32| match logits[id as usize] {
+            l if l > LOWEST_LOGIT => l as f64,
+            _ => f64::NEG_INFINITY,
+        };
+        let ids = 0..logits.len() as u32;
+        let max = ids.clone().map(value).fold(f64::NEG_INFINITY, f64::max);
+        let infinite = ids.clone().filter(|&i| value(i) == f64::INFINITY).count() as f64;
+        let log_sum = match infinite > 0.0 {
+            true => 0.0,
+            false => max + ids.clone().map(|i| (value(i) - max).exp()).sum::<f64>().ln(),
+        };
+        let logprob = |id: u32| {
+            let lp = match (infinite > 0.0, value(id) == f64::INFINITY) {
+                (true, true) => -infinite.ln(),
+                (true, false) => f64::NEG_INFINITY,
+                (false, _) => value(id) - log_sum,
+            };
+            lp.max(LOGPROB_FLOOR)
+        };
+        let mut ids: Vec<u32> = ids.collect();
+        let by_rank = |a: &u32, b: &u32| value(*b).total_cmp(&value(*a)).then(a.cmp(b));
         let top = top.min(ids.len());
         if top > 0 && top < ids.len() {
             ids.select_nth_unstable_by(top - 1, by_rank);
@@ -185,7 +207,7 @@ fn ms(from: Instant, to: Instant) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::TokenLogprobs;
+    use super::{TokenLogprobs, LOGPROB_FLOOR};
 
     #[test]
     fn logprobs_are_the_log_softmax_and_top_is_ranked() {
@@ -198,5 +220,19 @@ mod tests {
         assert!((lp.top[0].1 - (3.0 - log_sum)).abs() < 1e-12, "{lp:?}");
         assert_eq!(TokenLogprobs::new(&logits, 0, 0).top, []);
         assert_eq!(TokenLogprobs::new(&logits, 0, 9).top.len(), 4);
+    }
+
+    /// NaN logits (never chosen) count as minus infinity, reported as LOGPROB_FLOOR (JSON has
+    /// no infinity), ranked last; infinite logits share all the probability.
+    #[test]
+    fn logits_that_are_not_numbers_have_the_floor() {
+        let lp = TokenLogprobs::new(&[f32::NAN, 0.0, 0.0], 1, 3);
+        assert!((lp.logprob - 0.5f64.ln()).abs() < 1e-12, "{lp:?}");
+        assert_eq!(lp.top.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(lp.top[2].1, LOGPROB_FLOOR);
+        let lp = TokenLogprobs::new(&[f32::INFINITY, 7.0, f32::INFINITY, f32::NAN], 2, 4);
+        assert!((lp.logprob - 0.5f64.ln()).abs() < 1e-12, "{lp:?}");
+        let top: Vec<(u32, f64)> = lp.top.clone();
+        assert_eq!(top, [(0, 0.5f64.ln()), (2, 0.5f64.ln()), (1, LOGPROB_FLOOR), (3, LOGPROB_FLOOR)]);
     }
 }

@@ -142,7 +142,8 @@ mod tests {
         // is either written or counted as dropped.
         assert_eq!(written as u64 + dropped, (QUEUE_LINES + 1 + extra) as u64, "{} lines", lines.len());
         assert!(dropped >= extra as u64, "{dropped} dropped");
-        assert_eq!(lines.iter().filter(|l| l["log_lines_dropped"].is_u64()).count(), 1);
+        // One notice, or more where the writer took a line while drops were being counted.
+        assert!(lines.iter().any(|l| l["log_lines_dropped"].is_u64()));
         assert_eq!(lines.last().unwrap()["line"], "last");
     }
 }
