@@ -397,11 +397,13 @@ fn chat_messages(messages: Option<Vec<ChatMessage>>) -> Result<Vec<Message>, Api
             let content = match m.content {
                 None => String::new(),
                 Some(Content::Text(t)) => t,
+                // Text parts joined by newlines, as vLLM joins them ("Hello" and "world" ran
+                // together as "Helloworld").
                 Some(Content::Parts(parts)) => {
-                    let mut text = String::new();
+                    let mut texts = Vec::new();
                     for p in parts {
                         match (p.kind.as_str(), p.text) {
-                            ("text", Some(t)) => text.push_str(&t),
+                            ("text", Some(t)) => texts.push(t),
                             (kind, _) => {
                                 return Err(ApiError::invalid(
                                     &format!("messages[{i}].content"),
@@ -412,7 +414,7 @@ fn chat_messages(messages: Option<Vec<ChatMessage>>) -> Result<Vec<Message>, Api
                             }
                         }
                     }
-                    text
+                    texts.join("\n")
                 }
             };
             Ok(Message::new(chat_role(i, &m.role)?, &content))
@@ -642,6 +644,12 @@ mod tests {
         .unwrap();
         assert_eq!(r.prompt, Prompt::Chat(vec![Message::new("user", "hi")]));
         assert_eq!((r.max_tokens, r.seed, r.stop.clone()), (Some(7), Some(5), vec!["x".to_string()]));
+        let parts = r#"[{"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]"#;
+        let body = format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": {parts}}}]}}"#);
+        assert_eq!(
+            parse(Endpoint::Chat, &body).unwrap().prompt,
+            Prompt::Chat(vec![Message::new("user", "Hello\nworld")])
+        );
         assert_eq!((r.sampling.temperature, r.sampling.top_k), (0.0, 0));
         assert!(r.stream && r.include_usage && r.priority == Priority::Background);
         // What clients send for "no suffix", "one answer" and "any seed" runs as usual.
