@@ -290,7 +290,7 @@ impl Engine {
             }
             let next = match out.logits[0].as_mut() {
                 Some(l) => sampler.sample(l, &seen),
-                None => Some(out.ids[0]).filter(|&id| (id as usize) < self.forward.cfg.vocab),
+                None => self.forward.chosen(out.ids[0]),
             };
             let Some(next) = next else {
                 self.reset();

@@ -307,6 +307,12 @@ impl Forward {
         })
     }
 
+    /// The token an output row's id names: None where it is past the vocabulary, the argmax's and
+    /// GPU sampler's answer when no logit could be chosen (NO_TOKEN).
+    pub fn chosen(&self, id: u32) -> Option<u32> {
+        Some(id).filter(|&id| (id as usize) < self.cfg.vocab)
+    }
+
     /// Whether per-dispatch GPU timings are collected.
     pub fn profiling(&self) -> bool {
         self.profiler.is_some()

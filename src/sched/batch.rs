@@ -337,7 +337,7 @@ impl Batcher {
                     let token = seq.sampler.sample(&mut l, &seen);
                     (token, token.zip(raw).map(|(token, (raw, top))| TokenLogprobs::new(&raw, token, top)))
                 }
-                None => (Some(id).filter(|&id| (id as usize) < self.vocab), None),
+                None => (engine.forward.chosen(id), None),
             };
             // Only this row's request fails: the step's other rows are sequences of their own.
             let Some(token) = token else {

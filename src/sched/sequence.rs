@@ -51,14 +51,14 @@ impl TokenLogprobs {
         };
         let ids = 0..logits.len() as u32;
         let max = ids.clone().map(value).fold(f64::NEG_INFINITY, f64::max);
-        let infinite = ids.clone().filter(|&i| value(i) == f64::INFINITY).count() as f64;
-        let log_sum = match infinite > 0.0 {
-            true => 0.0,
+        // With infinite logits, the log of their share; else the log of the softmax's sum.
+        let log_sum = match max == f64::INFINITY {
+            true => (ids.clone().filter(|&i| value(i) == f64::INFINITY).count() as f64).ln(),
             false => max + ids.clone().map(|i| (value(i) - max).exp()).sum::<f64>().ln(),
         };
         let logprob = |id: u32| {
-            let lp = match (infinite > 0.0, value(id) == f64::INFINITY) {
-                (true, true) => -infinite.ln(),
+            let lp = match (max == f64::INFINITY, value(id) == f64::INFINITY) {
+                (true, true) => -log_sum,
                 (true, false) => f64::NEG_INFINITY,
                 (false, _) => value(id) - log_sum,
             };

@@ -324,16 +324,16 @@ fn read_events(worker: Worker, shared: &Shared, log: &Log) {
                 shared.state.send_replace(State::Failed(format!("the model failed to load: {error}")));
             }
             Event::Token { id, text, logprobs, tokens } => route(id, Piece::Text(text, logprobs, tokens), false),
-            // The client first, then the log line.
+            // Logging only queues the line (`serve::log`): the client's end does not wait on it.
             Event::Finished(s) => {
                 shared.metrics.lock().expect("metrics lock").finished(&s);
-                route(s.id, Piece::Done(s.clone()), true);
                 log_request(&s, log);
+                route(s.id, Piece::Done(s), true);
             }
             Event::Failed { id, error } => {
                 shared.metrics.lock().expect("metrics lock").failed();
-                route(id, Piece::Failed(error.clone()), true);
                 log.line(format!("request {id} failed: {error}"), serde_json::json!({"request": id, "error": error}));
+                route(id, Piece::Failed(error), true);
             }
             Event::Metrics(m) => shared.metrics.lock().expect("metrics lock").engine(m),
             Event::Loading { .. } | Event::Started { .. } => {}
