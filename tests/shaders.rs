@@ -12,7 +12,7 @@ use wginfer::ops::swiglu::GateUpRows;
 use wginfer::ops::weight::WeightLayout;
 use wginfer::ops::{
     argmax, attention_coop, attention_flash, attention_plain, attention_split, dequant_f16, embedding, input_f16,
-    matmul, probe_launch, probe_read, qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
+    matmul, probe_launch, probe_phases, probe_read, qk_norm, qkv_rope, rmsnorm, sample, swiglu, WeightType,
 };
 
 fn validate(label: &str, src: &str) {
@@ -90,6 +90,10 @@ fn every_kernel_variant_validates() {
             &probe_launch::source(&probe_launch::LaunchShape { workgroups: 1, threads: 64, read_step }, 1),
         );
     }
+    validate(
+        "probe_phases",
+        &probe_phases::source(&probe_phases::PhaseShape { workgroups: 576, threads: 256, phases: 64 }),
+    );
     // The second with o written as f16 rows too (lib/out_f16).
     let windowed = AttnOptions { scale: 0.2, window: Some(512), o_f16: true };
     let caches = [(AttnOptions::full(&heads), KvType::F32), (windowed, KvType::F16)];

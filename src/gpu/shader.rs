@@ -97,6 +97,7 @@ const FILES: &[(&str, &str)] = &[
     ("sample", include_str!("../../shaders/sample.wgsl")),
     ("probe_read", include_str!("../../shaders/probe_read.wgsl")),
     ("probe_launch", include_str!("../../shaders/probe_launch.wgsl")),
+    ("probe_phases", include_str!("../../shaders/probe_phases.wgsl")),
 ];
 
 /// Bump when the Rust side changes what the kernels do or how weights are laid out for them

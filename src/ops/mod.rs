@@ -15,6 +15,7 @@ pub mod linear;
 pub mod matmul;
 pub mod plan;
 pub mod probe_launch;
+pub mod probe_phases;
 pub mod probe_read;
 pub mod qk_norm;
 pub mod qkv_rope;

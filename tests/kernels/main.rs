@@ -9,6 +9,7 @@ mod embedding;
 mod input_f16;
 mod matmul;
 mod probe_launch;
+mod probe_phases;
 mod probe_read;
 mod qk_norm;
 mod qkv_rope;
