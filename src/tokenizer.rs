@@ -211,7 +211,7 @@ impl TextTokenizer {
     fn read_gguf(g: &crate::model::gguf::Gguf) -> Result<TextTokenizer> {
         let (inner, bos_token, eos_token) = crate::model::gguf_tokenizer::build(g)?;
         let add_bos = g.bool("tokenizer.ggml.add_bos_token")? == Some(true);
-        let bos = g.token_id("tokenizer.ggml.bos_token_id")?;
+        let bos = g.bos_id()?;
         if add_bos && bos.is_none() {
             bail!("metadata tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing");
         }
@@ -221,7 +221,7 @@ impl TextTokenizer {
             chat_template: g.str("tokenizer.chat_template")?.map(str::to_string),
             bos_token,
             eos_token,
-            eos_ids: g.token_id("tokenizer.ggml.eos_token_id")?.into_iter().collect(),
+            eos_ids: g.eos_id()?.into_iter().collect(),
             bos_prefix: bos.filter(|_| add_bos),
         })
     }

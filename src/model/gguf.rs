@@ -319,10 +319,19 @@ impl Gguf {
             .transpose()
     }
 
-    /// A token id of the metadata (`tokenizer.ggml.eos_token_id` ...): an integer naming one of
-    /// the file's `tokenizer.ggml.tokens`. One past the vocabulary could never be generated (an
-    /// EOS that never stops) nor embedded.
-    pub fn token_id(&self, key: &str) -> Result<Option<u32>> {
+    /// `tokenizer.ggml.bos_token_id`, where present (`token_id`).
+    pub fn bos_id(&self) -> Result<Option<u32>> {
+        self.token_id("tokenizer.ggml.bos_token_id")
+    }
+
+    /// `tokenizer.ggml.eos_token_id`, where present (`token_id`).
+    pub fn eos_id(&self) -> Result<Option<u32>> {
+        self.token_id("tokenizer.ggml.eos_token_id")
+    }
+
+    /// A token id of the metadata: an integer naming one of the file's `tokenizer.ggml.tokens`.
+    /// One past the vocabulary could never be generated (an EOS that never stops) nor embedded.
+    fn token_id(&self, key: &str) -> Result<Option<u32>> {
         let tokens = self.get("tokenizer.ggml.tokens").and_then(Meta::as_array).map(|t| t.len() as u64);
         let what = match tokens {
             Some(n) => format!("a token id below the {n} tokens of tokenizer.ggml.tokens"),
@@ -414,8 +423,8 @@ impl Gguf {
             } else {
                 4096
             },
-            eos_ids: self.token_id("tokenizer.ggml.eos_token_id")?.into_iter().collect(),
-            bos_id: self.token_id("tokenizer.ggml.bos_token_id")?,
+            eos_ids: self.eos_id()?.into_iter().collect(),
+            bos_id: self.bos_id()?,
         })
     }
 

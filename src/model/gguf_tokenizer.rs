@@ -60,10 +60,8 @@ pub fn build(g: &Gguf) -> Result<(tokenizers::Tokenizer, String, String)> {
     };
     let tok: tokenizers::Tokenizer =
         spec.to_string().parse().map_err(|e| anyhow!("cannot build a tokenizer from the GGUF metadata: {e}"))?;
-    let text = |key: &str| -> Result<String> {
-        Ok(g.token_id(key)?.map(|i| tokens[i as usize].to_string()).unwrap_or_default())
-    };
-    Ok((tok, text("tokenizer.ggml.bos_token_id")?, text("tokenizer.ggml.eos_token_id")?))
+    let text = |id: Option<u32>| id.map(|i| tokens[i as usize].to_string()).unwrap_or_default();
+    Ok((tok, text(g.bos_id()?), text(g.eos_id()?)))
 }
 
 /// `tokenizer.ggml.token_type`: one integer a token (1 normal, 3 control, 4 user-defined ...);
