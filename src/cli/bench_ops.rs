@@ -29,7 +29,7 @@ use crate::ops::linear::{InputNorm, LinearConfig, Rows};
 use crate::ops::matmul::Matmul;
 use crate::ops::plan::Plan;
 use crate::ops::probe_launch::{LaunchShape, ProbeLaunch};
-use crate::ops::probe_phases::{PhaseFaults, PhaseShape, ProbePhases};
+use crate::ops::probe_phases::{PhaseShape, ProbePhases};
 use crate::ops::probe_read::ProbeRead;
 use crate::ops::qkv_rope::{HeadShape, QkvBuffers, QkvRope};
 use crate::ops::rmsnorm::{NormBuffers, NormRows, RmsNorm};
@@ -235,17 +235,19 @@ fn launch_rows(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &Pri
 
 /// What a dependent kernel would cost as a phase of one dispatch instead of a launch
 /// (`probe_phases`, LAUNCH_CHAIN phases a dispatch, reported per phase beside `probe_launch`'s
-/// per-launch rows), in a single workgroup and a decode-sized grid per phase. A row whose phases
-/// did not all see each other's stores, or waited in vain, says so in its shape.
+/// per-launch rows), in a single workgroup, one per SM of an H100 or H200, and a decode-sized
+/// grid per phase. A row whose phases did not all see each other's stores, or waited in vain,
+/// says so in its shape.
 fn phase_rows(gpu: &Gpu, prof: &mut Profiler, reps: u32, quick: bool, out: &Printer) -> Result<()> {
     let phases = LAUNCH_CHAIN as u32;
-    for (label, workgroups, threads) in [("1 wg", 1, 64), ("576 wg x 256 threads", 576, 256)] {
+    let shapes = [("1 wg", 1, 64), ("132 wg x 256 threads", 132, 256), ("576 wg x 256 threads", 576, 256)];
+    for (label, workgroups, threads) in shapes {
         let op = ProbePhases::new(gpu, PhaseShape { workgroups, threads, phases })?;
         let (median_ns, spread_ns) = time_dispatches(gpu, prof, (reps, 1), quick, 1, |p, _| op.record(p))?;
-        let faults = op.faults(gpu)?;
-        let shape = match faults {
-            PhaseFaults { gave_up: 0, stale: 0 } => format!("{label} a phase"),
-            f => format!("{label} a phase: {} waits gave up, {} stale reads", f.gave_up, f.stale),
+        let c = op.counters(gpu)?;
+        let shape = match (c.gave_up, c.stale) {
+            (0, 0) => format!("{label} a phase"),
+            (gave_up, stale) => format!("{label} a phase: {gave_up} waits gave up, {stale} stale reads"),
         };
         let per = f64::from(phases);
         let (median_ns, spread_ns) = (median_ns / per, spread_ns / per);

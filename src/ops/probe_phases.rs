@@ -1,5 +1,5 @@
 //! `shaders/probe_phases.wgsl`: what a dependent kernel would cost as a phase of one dispatch
-//! (workgroups of the next phase spinning on a counter the previous phase's raise) rather than
+//! (workgroups of the next phase spinning on a counter the previous phase raises) rather than
 //! as a launch of its own (`probe_launch`), and whether each phase sees the plain stores of the
 //! phase before. A GPU-only probe: it relies on workgroups starting in order, which CPU adapters
 //! running workgroups on a few threads need not do quickly.
@@ -36,9 +36,14 @@ pub struct ProbePhases {
     counters: wgpu::Buffer,
 }
 
-/// What the probe's dispatches so far found wrong.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PhaseFaults {
+/// The probe's counters after its dispatches so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseCounters {
+    /// Per phase, its workgroups counted done: all 0 between dispatches (the last workgroup
+    /// resets them).
+    pub done: Vec<u32>,
+    /// Dispatches finished (each one's last workgroup starts the next generation).
+    pub generation: u32,
     /// Waits that gave up (a phase's workgroups never all finished: workgroups out of order).
     pub gave_up: u32,
     /// Reads of the phase before that did not see its value (stores not visible yet).
@@ -56,19 +61,20 @@ impl ProbePhases {
         Ok(ProbePhases { bound, shape, counters })
     }
 
-    pub fn phases(&self) -> u32 {
-        self.shape.phases
-    }
-
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         self.bound.record(pass, [self.shape.workgroups * self.shape.phases, 1, 1]);
     }
 
-    /// The faults counted over every dispatch so far.
-    pub fn faults(&self, gpu: &Gpu) -> Result<PhaseFaults> {
+    /// The counters after every dispatch so far.
+    pub fn counters(&self, gpu: &Gpu) -> Result<PhaseCounters> {
         let n = self.shape.phases as usize;
         let bytes = gpu.read_back(&self.counters, (n as u64 + 3) * 4)?;
         let words: &[u32] = bytemuck::cast_slice(&bytes);
-        Ok(PhaseFaults { gave_up: words[n + 1], stale: words[n + 2] })
+        Ok(PhaseCounters {
+            done: words[..n].to_vec(),
+            generation: words[n],
+            gave_up: words[n + 1],
+            stale: words[n + 2],
+        })
     }
 }
