@@ -15,6 +15,8 @@ pub mod linear;
 pub mod matmul;
 pub mod plan;
 pub mod probe_launch;
+// A benchmark probe whose results are read back synchronously (`Gpu::read_back`: native only).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod probe_phases;
 pub mod probe_read;
 pub mod qk_norm;
