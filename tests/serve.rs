@@ -2,7 +2,7 @@
 //! goldens and the library run alone (whole, streamed, and 64 clients at once), stop strings
 //! are cut across tokens, bad requests get their 4xx in OpenAI's shape, keys and CORS are
 //! checked, a full queue answers 503, a client that disconnects (streamed or not) frees its KV
-//! memory, SIGTERM exits 0.
+//! memory, SIGTERM exits 0 (a second signal at once, with 130).
 
 mod support;
 
@@ -567,12 +567,13 @@ fn keys_full_queues_and_disconnects() {
     assert_eq!(send(&json!({"model": MODEL, "prompt": "Hi", "max_tokens": 2})).status(), 200);
 }
 
+/// `wginfer serve` as a process on a free port with a context of `context` positions: the
+/// process, its address and the rest of its stderr.
 #[cfg(unix)]
-#[test]
-fn the_binary_serves_until_sigterm_and_exits_zero() {
+fn serve_binary(context: &str) -> (std::process::Child, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_wginfer"))
-        .args(["serve", "--port", "0", "--context", "128", "--model"])
+        .args(["serve", "--port", "0", "--context", context, "--model"])
         .arg(fixture(MODEL))
         .stderr(Stdio::piped())
         .spawn()
@@ -582,6 +583,19 @@ fn the_binary_serves_until_sigterm_and_exits_zero() {
     let url = first.split(" on ").nth(1).unwrap_or_else(|| panic!("no address in {first:?}")).to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{first}");
     wait_until_healthy(&url);
+    (child, url, stderr)
+}
+
+#[cfg(unix)]
+fn signal(child: &std::process::Child, signal: &str) {
+    let kill = std::process::Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn the_binary_serves_until_sigterm_and_exits_zero() {
+    let (mut child, url, stderr) = serve_binary("128");
     let (text, _, _) = complete(
         &url,
         "/v1/chat/completions",
@@ -589,8 +603,37 @@ fn the_binary_serves_until_sigterm_and_exits_zero() {
         "messages": [Message::new("user", "hi")]}),
     );
     assert!(!text.is_empty());
-    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(kill.success());
+    signal(&child, "-TERM");
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}: {:?}", stderr.map_while(Result::ok).collect::<Vec<_>>());
+}
+
+/// The first signal lets an open request finish; a second one ends the server at once, with
+/// status 130 (for when the wrapping up waits on what never comes).
+#[cfg(unix)]
+#[test]
+fn a_second_signal_stops_the_server_at_once() {
+    let (mut child, url, _stderr) = serve_binary("4096");
+    let long = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4000, "ignore_eos": true});
+    let open = {
+        let url = url.clone();
+        std::thread::spawn(move || client().post(format!("{url}/v1/completions")).json(&long).send())
+    };
+    let t = Instant::now();
+    while metric(&url, "wginfer_requests_running") == 0.0 {
+        assert!(t.elapsed() < Duration::from_secs(60), "the request never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "-TERM");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the first signal ended the server before its open request");
+    signal(&child, "-INT");
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the second signal did not end the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // The client sees its connection end without an answer.
+    assert!(open.join().unwrap().is_err_and(|e| !e.is_status()));
 }
