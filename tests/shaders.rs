@@ -92,7 +92,7 @@ fn every_kernel_variant_validates() {
     }
     validate(
         "probe_phases",
-        &probe_phases::source(&probe_phases::PhaseShape { workgroups: 576, threads: 256, phases: 64 }),
+        &probe_phases::source(&probe_phases::PhaseShape { workgroups: 576, threads: 256, phases: 64 }, false),
     );
     // The second with o written as f16 rows too (lib/out_f16).
     let windowed = AttnOptions { scale: 0.2, window: Some(512), o_f16: true };

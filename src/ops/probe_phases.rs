@@ -9,9 +9,18 @@ use anyhow::{ensure, Result};
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Gpu, Kernel};
 
-/// Loads a waiting workgroup spins before it gives up (a few ms on a GPU, where a phase takes
-/// microseconds): a probe that cannot make progress reports it rather than hanging the device.
-const SPIN_LIMIT: u32 = 1 << 16;
+/// Loads a waiting workgroup spins before it gives up: a probe that cannot make progress reports
+/// it rather than hanging the device. On a GPU a few ms, where a phase takes microseconds; a CPU
+/// adapter's workgroups are tasks of a thread pool that the OS may set aside while another spins
+/// (the kernel test gave up three waits at 2^16 loads on a busy 2-core machine), so there a
+/// fraction of a second.
+fn spin_limit(cpu: bool) -> u32 {
+    if cpu {
+        1 << 26
+    } else {
+        1 << 16
+    }
+}
 
 /// One probe shape: `phases` phases of `workgroups` workgroups of `threads` threads.
 #[derive(Clone, Copy, Debug)]
@@ -21,12 +30,13 @@ pub struct PhaseShape {
     pub phases: u32,
 }
 
-pub fn source(s: &PhaseShape) -> String {
+/// The probe for `s` on a CPU adapter (`cpu`) or a GPU.
+pub fn source(s: &PhaseShape, cpu: bool) -> String {
     let defs = Defs::new()
         .u32("G", s.workgroups)
         .u32("PHASES", s.phases)
         .u32("WG_THREADS", s.threads)
-        .u32("SPIN_LIMIT", SPIN_LIMIT);
+        .u32("SPIN_LIMIT", spin_limit(cpu));
     assemble("probe_phases", &defs, &[])
 }
 
@@ -57,7 +67,7 @@ impl ProbePhases {
         let counters = gpu.storage("phase counters", u64::from(shape.phases + 3) * 4)?;
         let values = u64::from(shape.workgroups * shape.phases * shape.threads);
         let data = gpu.storage("phase data", values * 4)?;
-        let bound = Kernel::get(gpu, "probe_phases", source(&shape))?.bind(gpu, &[&counters, &data]);
+        let bound = Kernel::get(gpu, "probe_phases", source(&shape, gpu.caps.cpu))?.bind(gpu, &[&counters, &data]);
         Ok(ProbePhases { bound, shape, counters })
     }
 
