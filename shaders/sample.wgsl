@@ -5,9 +5,7 @@
 // on the logit value, then the Gumbel-max trick (argmax of logit / T + Gumbel noise draws from
 // softmax(logit / T)) with a counter-based random number per (seed, step, token): the same
 // seed gives the same output. A row with temperature 0 takes its argmax (lowest index on
-// ties), so one dispatch serves a step whose rows mix greedy and sampled sequences; so does a row
-// with an infinite logit (the first such token: it takes all the probability, as on the host),
-// and NaN logits are never chosen (every comparison with them is false).
+// ties), so one dispatch serves a step whose rows mix greedy and sampled sequences.
 // One workgroup per row of logits, each row with its own parameters: three passes over the
 // vocabulary (range, histogram, compaction), then the bisections over the few candidates.
 // Constants: V, WG_THREADS (>= 256), CAND_MAX (what this adapter's workgroup memory holds);
@@ -37,18 +35,6 @@ fn hash(x: u32) -> u32 {
 
 var<private> row_base: u32; // where this row's logits start
 
-// f32's largest finite value: +inf logits read as it, so that differences from the largest
-// logit stay numbers (inf - inf is NaN).
-fn f32_max() -> f32 {
-    return bitcast<f32>(0x7f7fffffu);
-}
-
-// Logit i of this row, +inf as f32_max().
-fn logit(i: u32) -> f32 {
-    let l = logits[row_base + i];
-    return select(l, f32_max(), l > f32_max());
-}
-
 // Uniform in (0, 1) for token i of the step `p.counter` of a generation seeded `p.seed_*`.
 fn uniform01(p: Params, i: u32) -> f32 {
     let h = hash(hash(i ^ p.seed_lo) ^ hash(p.counter ^ p.seed_hi));
@@ -74,7 +60,7 @@ fn src_value(j: u32) -> f32 {
     if (use_cands) {
         return cand_v[j];
     }
-    return logit(j);
+    return logits[row_base + j];
 }
 
 fn src_index(j: u32) -> u32 {
@@ -118,9 +104,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     }
     mx = wg_max(lid, mx);
     mn = -wg_max(lid, -mn);
-    // A row with an infinite logit takes the first of them, as greedy rows take their argmax.
-    let greedy = params.temperature <= 0.0 || mx > f32_max();
-    mx = min(mx, f32_max());
+    let greedy = params.temperature <= 0.0;
     let inv_t = select(1.0 / params.temperature, 1.0, greedy);
     let top_k = !greedy && params.top_k > 0u && params.top_k < V;
     let top_p = !greedy && params.top_p < 1.0;
@@ -135,7 +119,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     workgroupBarrier();
     var total = 0.0;
     for (var i = lid; i < select(0u, V, top_k || top_p); i += WG_THREADS) {
-        let l = logit(i);
+        let l = logits[row_base + i];
         let m = exp((l - mx) * inv_t);
         total += m;
         let b = bucket(l, mn, mx);
@@ -173,7 +157,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // Compact only when the candidates fit (the histogram already counted them).
     use_cands = (top_k || top_p) && workgroupUniformLoad(&floor_count) <= CAND_MAX;
     for (var i = lid; i < select(0u, V, use_cands); i += WG_THREADS) {
-        let l = logit(i);
+        let l = logits[row_base + i];
         if (bucket(l, mn, mx) >= fb) {
             let at = atomicAdd(&cand_n, 1u);
             cand_v[at] = l;
