@@ -37,8 +37,6 @@ const ROW_VECS: u32 = select(GEMV_ROWS, GEMV_ROWS / 2u, PACK);
 const SUMS: u32 = ROW_VECS + select(0u, ROW_SETS, NORMED);
 // Shares of each sum, MAX_PARTS per lane group (lib/lanes_*).
 var<workgroup> parts: array<vec4<f32>, SUMS * GROUPS * MAX_PARTS>;
-// The outputs of row j of this workgroup start at j * WG_ROWS.
-var<workgroup> row_sums: array<f32, WG_ROWS * GEMV_ROWS>;
 
 // Row 0 of a workgroup's rows always exists (the grid's z covers the step's rows), so its work
 // never waits for the step's row count: the weight loads and row 0 come before it.
@@ -89,8 +87,10 @@ fn main(
         }
     }
     // Every row's sums (and x^2 sums) meet with one barrier: each part of a lane group
-    // (lanes_part) leaves its share in workgroup memory, then one invocation per row and lane
-    // group adds the shares. Summing all GEMV_ROWS rows whatever the step's count keeps
+    // (lanes_part) leaves its share in workgroup memory, then the invocation of each output pair
+    // adds the shares of its two sums (and of its row's x^2 sum) and stores the pair. Adding the
+    // shares into workgroup memory first, behind a second barrier, cost B=8 4% on the H100
+    // (docs/PERF.md). Summing all GEMV_ROWS rows whatever the step's count keeps
     // the subgroup operations out of branches (rows past it hold zeros): per-row reductions
     // behind conditions and barriers made 8 rows take 1.5x as long (docs/PERF.md).
     let part = LANES / MAX_PARTS;
@@ -111,35 +111,31 @@ fn main(
         }
     }
     workgroupBarrier();
-    for (var p = lid; p < GEMV_ROWS * GROUPS; p += WG_THREADS) {
-        let j = p / GROUPS;
-        let gg = p % GROUPS;
-        var t = vec4<f32>(0.0);
-        var nss = vec4<f32>(0.0);
-        let jv = select(j, j / 2u, PACK);
-        for (var q = 0u; q < MAX_PARTS; q++) {
-            t += parts[(jv * GROUPS + gg) * MAX_PARTS + q];
-            if (NORMED) {
-                nss += parts[((ROW_VECS + j / 4u) * GROUPS + j % GROUPS) * MAX_PARTS + q];
-            }
-        }
-        if (PACK && j % 2u == 1u) {
-            t = vec4<f32>(t.zw, 0.0, 0.0);
-        }
-        if (NORMED) {
-            t *= gemv_scale(nss[j % 4u]);
-        }
-        for (var r = 0u; r < RPG; r++) {
-            row_sums[j * WG_ROWS + gg * RPG + r] = t[r];
-        }
-    }
-    workgroupBarrier();
     for (var p = lid; p < GEMV_ROWS * WG_ROWS / 2u; p += WG_THREADS) {
         let j = p / (WG_ROWS / 2u);
         let o = (p % (WG_ROWS / 2u)) * 2u;
         let n = group * WG_ROWS + o;
         if (has_row(m0, j, rows) && n < N) {
-            store_pair(m0 + j, n, row_sums[j * WG_ROWS + o], row_sums[j * WG_ROWS + o + 1u]);
+            var scale = 1.0;
+            if (NORMED) {
+                var nss = vec4<f32>(0.0);
+                for (var q = 0u; q < MAX_PARTS; q++) {
+                    nss += parts[((ROW_VECS + j / 4u) * GROUPS + j % GROUPS) * MAX_PARTS + q];
+                }
+                scale = gemv_scale(nss[j % 4u]);
+            }
+            store_pair(m0 + j, n, out_sum(j, o) * scale, out_sum(j, o + 1u) * scale);
         }
     }
+}
+
+// Row j's sum for this workgroup's output o: its lane group's parts added.
+fn out_sum(j: u32, o: u32) -> f32 {
+    let gg = o / RPG;
+    let jv = select(j, j / 2u, PACK);
+    var t = vec4<f32>(0.0);
+    for (var q = 0u; q < MAX_PARTS; q++) {
+        t += parts[(jv * GROUPS + gg) * MAX_PARTS + q];
+    }
+    return t[select(0u, (j % 2u) * 2u, PACK) + o % RPG];
 }
