@@ -1,8 +1,11 @@
-// Sum over each aligned group of LANES invocations through workgroup memory (a tree of
-// barriers). The result is valid in the group's lane 0.
+// Sums over each aligned group of LANES invocations through workgroup memory (a tree of
+// barriers), with the interface of lib/lanes_subgroup: one part per lane group, its sum in the
+// group's lane 0.
 var<workgroup> red: array<vec4<f32>, WG_THREADS>;
 
-fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
+const MAX_PARTS: u32 = 1u;
+
+fn lanes_part(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
     red[lid] = v;
     workgroupBarrier();
     for (var s = LANES / 2u; s > 0u; s >>= 1u) {
@@ -12,12 +15,4 @@ fn lanes_sum(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
         workgroupBarrier();
     }
     return red[lid];
-}
-
-// The interface lib/lanes_subgroup gives for many sums with one barrier, here with one part per
-// lane group: each sum is a tree of its own.
-const MAX_PARTS: u32 = 1u;
-
-fn lanes_part(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
-    return lanes_sum(lid, lane, v);
 }

@@ -782,16 +782,13 @@ pub struct LinearShape {
     pub layout: WeightLayout,
 }
 
-/// How a GEMV lane group is reduced: subgroup shuffles when it fits in the smallest subgroup;
-/// when it spans whole subgroups, shuffles within parts of the smallest subgroup size whose sums
-/// meet in workgroup memory; else workgroup memory alone.
+/// How a GEMV lane group is reduced: subgroup shuffles within parts of the smallest subgroup
+/// size (whose sums meet in workgroup memory where a group spans several), when a group fits in
+/// the smallest subgroup or spans whole subgroups; else workgroup memory alone.
 fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'static str, Defs) {
     match subgroups {
-        Some((smallest, _)) if lanes <= smallest => {
-            ("lib/lanes_subgroup", defs.bool("SHUFFLE", true).u32("SG_MIN", smallest))
-        }
-        Some((smallest, largest)) if lanes >= largest => {
-            ("lib/lanes_subgroup", defs.bool("SHUFFLE", false).u32("SG_MIN", smallest))
+        Some((smallest, largest)) if lanes <= smallest || lanes >= largest => {
+            ("lib/lanes_subgroup", defs.u32("SG_MIN", smallest))
         }
         _ => ("lib/lanes_portable", defs),
     }
