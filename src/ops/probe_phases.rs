@@ -78,7 +78,7 @@ impl ProbePhases {
     /// The counters after every dispatch so far.
     pub fn counters(&self, gpu: &Gpu) -> Result<PhaseCounters> {
         let n = self.shape.phases as usize;
-        let bytes = gpu.read_back(&self.counters, (n as u64 + 3) * 4)?;
+        let bytes = gpu.read_back(&self.counters, self.counters.size())?;
         let words: &[u32] = bytemuck::cast_slice(&bytes);
         Ok(PhaseCounters {
             done: words[..n].to_vec(),
