@@ -147,12 +147,12 @@ fn wgpu_version_matches_the_lock_file() {
     assert!(lock.contains(&want), "Cargo.lock has another wgpu than ops::tune::WGPU_VERSION");
 }
 
-/// `wginfer` with `line` added to the GEMV core (through WGINFER_SHADERS, into `dir`) right after
-/// a lane group has summed its products, where the WGSL constants say which shape it was built
+/// `wginfer` with `line` added to the GEMV core (through WGINFER_SHADERS, into `dir`) right before
+/// a lane group's sums (`acc`) are reduced, where the WGSL constants say which shape it was built
 /// with.
 fn wginfer_with_gemv_line(dir: &Path, line: &str) -> Command {
     let core = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/lib/linear_gemv.wgsl")).unwrap();
-    let anchor = "var sums = lanes_sum(lid, lane, acc);";
+    let anchor = "let part = LANES / MAX_PARTS;";
     assert!(core.contains(anchor), "shaders/lib/linear_gemv.wgsl changed: update this test");
     std::fs::create_dir_all(dir.join("lib")).unwrap();
     std::fs::write(dir.join("lib/linear_gemv.wgsl"), core.replace(anchor, &format!("{anchor}\n{line}"))).unwrap();
@@ -203,7 +203,7 @@ fn tune_stores_only_variants_that_match_the_cpu() {
     let model = fixture("llama-f32");
     // Every GEMV of 8 lanes adds 1 to its outputs; the 8-lane variant is also the faster of the
     // two on lavapipe, so only the check keeps it out of the cache.
-    let out = wginfer_with_gemv_line(&dir.path().join("shaders"), "if (LANES == 8u) { sums += vec4<f32>(1.0); }")
+    let out = wginfer_with_gemv_line(&dir.path().join("shaders"), "if (LANES == 8u) { acc += vec4<f32>(1.0); }")
         .args(["tune", "--model", model.to_str().unwrap(), "--quick", "--reps", "1"])
         .args(["--variants", "8l1r256t,32l2r128t", "--cache", cache.to_str().unwrap()])
         .output()
