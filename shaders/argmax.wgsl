@@ -7,7 +7,8 @@
 // Relies on storageBarrier() ordering storage writes device-wide around the counter, which is
 // what naga emits for Vulkan (a Device-scope acquire-release barrier), the backend this is
 // tested on; Metal's threadgroup barrier promises less.
-// Constants: V, GROUPS (<= WG_THREADS), WG_THREADS; the reduction from lib/argmax_reduce.
+// Constants: V, GROUPS (<= WG_THREADS), WG_THREADS; the reduction from lib/argmax_reduce, the
+// logits read through lib/logit_value.
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 // Per row: [value bits, index] per workgroup, then the finished-workgroup counter.
@@ -26,7 +27,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var bi = 0xffffffffu;
     let end = min(V, (wg.x + 1u) * SLICE);
     for (var i = wg.x * SLICE + lid; i < end; i += WG_THREADS) {
-        let v = logits[base + i];
+        let v = logit_value(logits[base + i]);
         if (v > bv) {
             bv = v;
             bi = i;

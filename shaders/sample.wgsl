@@ -5,11 +5,13 @@
 // on the logit value, then the Gumbel-max trick (argmax of logit / T + Gumbel noise draws from
 // softmax(logit / T)) with a counter-based random number per (seed, step, token): the same
 // seed gives the same output. A row with temperature 0 takes its argmax (lowest index on
-// ties), so one dispatch serves a step whose rows mix greedy and sampled sequences.
+// ties), so one dispatch serves a step whose rows mix greedy and sampled sequences; so does a
+// row with an infinite logit (the first such token: it takes all the probability, as on the
+// host). NaN, -inf and logits at or below -3.0e38 are never chosen (crate::sampling's rule).
 // One workgroup per row of logits, each row with its own parameters: three passes over the
 // vocabulary (range, histogram, compaction), then the bisections over the few candidates.
 // Constants: V, WG_THREADS (>= 256), CAND_MAX (what this adapter's workgroup memory holds);
-// reductions from lib/reduce and lib/argmax_reduce.
+// reductions from lib/reduce and lib/argmax_reduce; every logit read through lib/logit_value.
 struct Params {
     temperature: f32,
     top_p: f32,
@@ -34,6 +36,15 @@ fn hash(x: u32) -> u32 {
 }
 
 var<private> row_base: u32; // where this row's logits start
+// The row's largest logit, for a uniform read of it (the cut-offs' barriers depend on it).
+var<workgroup> row_max: f32;
+// Logits at or below this are never chosen (crate::sampling::LOWEST_LOGIT).
+const LOWEST_LOGIT: f32 = -3.0e38;
+
+// Logit i of this row, as comparisons can use it (lib/logit_value).
+fn logit(i: u32) -> f32 {
+    return logit_value(logits[row_base + i]);
+}
 
 // Uniform in (0, 1) for token i of the step `p.counter` of a generation seeded `p.seed_*`.
 fn uniform01(p: Params, i: u32) -> f32 {
@@ -60,7 +71,7 @@ fn src_value(j: u32) -> f32 {
     if (use_cands) {
         return cand_v[j];
     }
-    return logits[row_base + j];
+    return logit(j);
 }
 
 fn src_index(j: u32) -> u32 {
@@ -96,15 +107,22 @@ fn bucket(l: f32, mn: f32, mx: f32) -> u32 {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let params = row_params[wg.x];
     row_base = wg.x * V;
-    var mx = -3.0e38;
+    // The range of the logits that can be chosen: below mn none is (the cut-offs start there).
+    var mx = LOWEST_LOGIT;
     var mn = 3.0e38;
     for (var i = lid; i < V; i += WG_THREADS) {
-        mx = max(mx, logits[row_base + i]);
-        mn = min(mn, logits[row_base + i]);
+        let l = logit(i);
+        mx = max(mx, l);
+        mn = select(mn, min(mn, l), l > LOWEST_LOGIT);
     }
     mx = wg_max(lid, mx);
     mn = -wg_max(lid, -mn);
-    let greedy = params.temperature <= 0.0;
+    if (lid == 0u) {
+        row_max = mx;
+    }
+    // A row with an infinite logit (read as F32_MAX) takes the first of them, as greedy rows
+    // take their argmax.
+    let greedy = params.temperature <= 0.0 || workgroupUniformLoad(&row_max) == F32_MAX;
     let inv_t = select(1.0 / params.temperature, 1.0, greedy);
     let top_k = !greedy && params.top_k > 0u && params.top_k < V;
     let top_p = !greedy && params.top_p < 1.0;
@@ -119,7 +137,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     workgroupBarrier();
     var total = 0.0;
     for (var i = lid; i < select(0u, V, top_k || top_p); i += WG_THREADS) {
-        let l = logits[row_base + i];
+        let l = logit(i);
         let m = exp((l - mx) * inv_t);
         total += m;
         let b = bucket(l, mn, mx);
@@ -157,7 +175,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     // Compact only when the candidates fit (the histogram already counted them).
     use_cands = (top_k || top_p) && workgroupUniformLoad(&floor_count) <= CAND_MAX;
     for (var i = lid; i < select(0u, V, use_cands); i += WG_THREADS) {
-        let l = logits[row_base + i];
+        let l = logit(i);
         if (bucket(l, mn, mx) >= fb) {
             let at = atomicAdd(&cand_n, 1u);
             cand_v[at] = l;

@@ -61,6 +61,7 @@ const FILES: &[(&str, &str)] = &[
     ("lib/rows_one", include_str!("../../shaders/lib/rows_one.wgsl")),
     ("lib/rows_of_step", include_str!("../../shaders/lib/rows_of_step.wgsl")),
     ("lib/argmax_reduce", include_str!("../../shaders/lib/argmax_reduce.wgsl")),
+    ("lib/logit_value", include_str!("../../shaders/lib/logit_value.wgsl")),
     ("lib/attention_combine", include_str!("../../shaders/lib/attention_combine.wgsl")),
     ("lib/attention_window", include_str!("../../shaders/lib/attention_window.wgsl")),
     ("lib/plain_slots_lookup", include_str!("../../shaders/lib/plain_slots_lookup.wgsl")),

@@ -17,7 +17,7 @@ fn workgroups(vocab: u32) -> u32 {
 
 pub fn source(vocab: u32) -> String {
     let defs = Defs::new().u32("V", vocab).u32("GROUPS", workgroups(vocab)).u32("WG_THREADS", WG_THREADS);
-    assemble("argmax", &defs, &["lib/argmax_reduce"])
+    assemble("argmax", &defs, &["lib/argmax_reduce", "lib/logit_value"])
 }
 
 pub struct Argmax {

@@ -52,3 +52,27 @@ fn each_row_has_its_own_argmax_step_after_step() {
         assert_eq!(read_u32(gpu, &ob, rows), want, "step {step}");
     }
 }
+
+/// Rows with NaN and infinite logits, each against the host's argmax: NaN and -inf are never
+/// chosen, the first +inf is, and a row of nothing choosable answers an id past the vocabulary
+/// where the host answers none. The kernel tells them apart by their bits (lib/logit_value),
+/// since drivers need not keep NaN semantics in comparisons.
+#[test]
+fn nan_and_infinite_logits_are_chosen_as_on_the_host() {
+    let gpu = gpu();
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let rows: [[f32; 7]; 4] = [
+        [1.0, nan, inf, 0.5, inf, -2.0, 3.0],
+        [nan, -inf, 2.0, nan, 5.0, -inf, 4.0],
+        [-inf, nan, -3.1e38, -inf, nan, -inf, nan],
+        [nan, 0.0, -inf, -5.0, nan, -1.0, nan],
+    ];
+    let vocab = rows[0].len();
+    let logits: Vec<f32> = rows.iter().flatten().copied().collect();
+    let (lb, ob) = (upload(gpu, &logits), zeros(gpu, rows.len()));
+    let k = Argmax::new(gpu, vocab as u32, rows.len() as u32, &lb, &ob).unwrap();
+    gpu.run_pass(|p| k.record(p, rows.len() as u32)).unwrap();
+    let want: Vec<u32> = rows.iter().map(|r| wginfer::sampling::argmax(r).unwrap_or(u32::MAX)).collect();
+    assert_eq!(want, [2, 4, u32::MAX, 1], "the host's rule");
+    assert_eq!(read_u32(gpu, &ob, rows.len()), want);
+}

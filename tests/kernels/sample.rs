@@ -148,3 +148,25 @@ fn each_row_keeps_its_own_parameters() {
         assert_eq!(together[i], alone, "{}: row {i}", c.name);
     }
 }
+
+/// A row with an infinite logit takes its first one, greedy or drawn and whatever the cut-offs,
+/// on the GPU as the host sampler does; NaN and -inf logits are never chosen. Before, the
+/// kernel's differences from the largest logit were inf - inf, and it answered no token.
+#[test]
+fn nan_and_infinite_logits_take_the_draw_as_on_the_host() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let params = [
+        SamplingParams::default(),
+        SamplingParams { temperature: 0.8, seed: 3, ..Default::default() },
+        SamplingParams { temperature: 1.5, top_k: 3, top_p: 0.9, seed: 4, ..Default::default() },
+    ];
+    let infinite = [1.0, nan, inf, 0.5, inf, -2.0, 3.0];
+    let finite = [nan, 2.0, -inf, 1.5, nan, 1.0, -inf];
+    for p in &params {
+        assert_eq!(cpu_draws(&infinite, p, 20), vec![2; 20], "CPU, {p:?}");
+        assert_eq!(gpu_draws(&infinite, p, 20), vec![2; 20], "GPU, {p:?}");
+        for (side, draws) in [("CPU", cpu_draws(&finite, p, 200)), ("GPU", gpu_draws(&finite, p, 200))] {
+            assert!(draws.iter().all(|d| [1, 3, 5].contains(d)), "{side}, {p:?}: {draws:?}");
+        }
+    }
+}
