@@ -23,7 +23,7 @@ var<workgroup> finished: u32;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let base = wg.y * V;
     let cand = wg.y * ROW_WORDS;
-    var bv = -3.0e38;
+    var bv = LOWEST_LOGIT;
     var bi = 0xffffffffu;
     let end = min(V, (wg.x + 1u) * SLICE);
     for (var i = wg.x * SLICE + lid; i < end; i += WG_THREADS) {
@@ -46,7 +46,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     storageBarrier();
-    bv = -3.0e38;
+    bv = LOWEST_LOGIT;
     bi = 0xffffffffu;
     if (lid < GROUPS) {
         bv = bitcast<f32>(atomicLoad(&candidates[cand + 2u * lid]));

@@ -38,8 +38,6 @@ fn hash(x: u32) -> u32 {
 var<private> row_base: u32; // where this row's logits start
 // The row's largest logit, for a uniform read of it (the cut-offs' barriers depend on it).
 var<workgroup> row_max: f32;
-// Logits at or below this are never chosen (crate::sampling::LOWEST_LOGIT).
-const LOWEST_LOGIT: f32 = -3.0e38;
 
 // Logit i of this row, as comparisons can use it (lib/logit_value).
 fn logit(i: u32) -> f32 {

@@ -2,9 +2,11 @@
 // need not keep NaN and infinity semantics in comparisons (SPIR-V without
 // SignedZeroInfNanPreserve, which WGSL allows): on the H100 a greedy row with a NaN logit took
 // the NaN. So they are told apart by their bits, before any comparison: NaN and -inf read as
-// -F32_MAX (below -3.0e38: never chosen, as on the host, crate::sampling::LOWEST_LOGIT), +inf as
+// -F32_MAX (below LOWEST_LOGIT: never chosen, as on the host), +inf as
 // F32_MAX (the largest there is: the first of them is chosen, as on the host).
 const F32_MAX: f32 = 3.4028234e38; // rounds to f32's largest finite value
+// Logits at or below this are never chosen (crate::sampling::LOWEST_LOGIT).
+const LOWEST_LOGIT: f32 = -3.0e38;
 
 fn logit_value(l: f32) -> f32 {
     let bits = bitcast<u32>(l);
