@@ -92,7 +92,9 @@ pub struct SeqStats {
     pub itl_ms: Vec<f64>,
     /// Arrival to the last token.
     pub total_ms: f64,
-    /// Prompt tokens whose keys and values came from a shared prefix instead of running.
+    /// Positions whose keys and values came from indexed blocks instead of running, summed
+    /// over its admissions: one preempted and admitted again takes back its blocks still
+    /// indexed, generated tokens' included, so this can pass its prompt's length.
     pub prefix_hit_tokens: usize,
     /// Times the sequence lost its KV memory to a more urgent one and was recomputed.
     pub preemptions: usize,
