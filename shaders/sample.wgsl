@@ -7,7 +7,7 @@
 // seed gives the same output. A row with temperature 0 takes its argmax (lowest index on
 // ties), so one dispatch serves a step whose rows mix greedy and sampled sequences; so does a
 // row with an infinite logit (the first such token: it takes all the probability, as on the
-// host). NaN, -inf and logits at or below -3.0e38 are never chosen (crate::sampling's rule).
+// host). NaN, -inf and logits at or below LOWEST_LOGIT are never chosen (crate::sampling's rule).
 // One workgroup per row of logits, each row with its own parameters: three passes over the
 // vocabulary (range, histogram, compaction), then the bisections over the few candidates.
 // Constants: V, WG_THREADS (>= 256), CAND_MAX (what this adapter's workgroup memory holds);

@@ -4,9 +4,8 @@
 // the NaN. So they are told apart by their bits, before any comparison: NaN and -inf read as
 // -F32_MAX (below LOWEST_LOGIT: never chosen, as on the host), +inf as
 // F32_MAX (the largest there is: the first of them is chosen, as on the host).
+// Constants: LOWEST_LOGIT (crate::sampling's: logits at or below it are never chosen).
 const F32_MAX: f32 = 3.4028234e38; // rounds to f32's largest finite value
-// Logits at or below this are never chosen (crate::sampling::LOWEST_LOGIT).
-const LOWEST_LOGIT: f32 = -3.0e38;
 
 fn logit_value(l: f32) -> f32 {
     let bits = bitcast<u32>(l);

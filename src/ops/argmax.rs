@@ -6,6 +6,7 @@ use anyhow::Result;
 use super::groups;
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Gpu, Kernel};
+use crate::sampling::LOWEST_LOGIT;
 
 const WG_THREADS: u32 = 256;
 
@@ -17,7 +18,13 @@ fn workgroups(vocab: u32) -> u32 {
 
 pub fn source(vocab: u32) -> String {
     let defs = Defs::new().u32("V", vocab).u32("GROUPS", workgroups(vocab)).u32("WG_THREADS", WG_THREADS);
-    assemble("argmax", &defs, &["lib/argmax_reduce", "lib/logit_value"])
+    assemble("argmax", &with_logit_value(defs), &["lib/argmax_reduce"])
+}
+
+/// `defs` with lib/logit_value and the host sampler's floor, so that the argmax and the sampler
+/// never choose what `crate::sampling` never chooses.
+pub fn with_logit_value(defs: Defs) -> Defs {
+    defs.f32("LOWEST_LOGIT", LOWEST_LOGIT).piece("lib/logit_value")
 }
 
 pub struct Argmax {

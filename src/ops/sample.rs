@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 
+use super::argmax::with_logit_value;
 use crate::gpu::shader::{assemble, Defs};
 use crate::gpu::{Bound, Gpu, Kernel};
 use crate::sampling::SamplingParams;
@@ -22,7 +23,7 @@ pub fn candidates_for(max_workgroup_storage: u32) -> u32 {
 
 pub fn source(vocab: u32, candidates: u32) -> String {
     let defs = Defs::new().u32("V", vocab).u32("WG_THREADS", WG_THREADS).u32("CAND_MAX", candidates);
-    assemble("sample", &defs, &["lib/reduce", "lib/argmax_reduce", "lib/logit_value"])
+    assemble("sample", &with_logit_value(defs), &["lib/reduce", "lib/argmax_reduce"])
 }
 
 /// One row's parameters (`Params` in the shader).
