@@ -8,9 +8,9 @@
 const PART: u32 = min(LANES, SG_MIN);
 const MAX_PARTS: u32 = LANES / PART;
 
-// For many sums at once with one barrier (lib/lanes_parts): lanes_part gives each of a lane
-// group's MAX_PARTS parts its sum in its first lane (lane % (LANES / MAX_PARTS) == 0), and the
-// parts are added after the barrier.
+// For many sums at once with one barrier (lib/linear_gemv, lib/linear_gemv_batch): lanes_part
+// gives each of a lane group's MAX_PARTS parts its sum in its first lane (lane % (LANES /
+// MAX_PARTS) == 0), and the caller adds the parts after its barrier.
 fn lanes_part(lid: u32, lane: u32, v: vec4<f32>) -> vec4<f32> {
     var s = v;
     for (var o = PART / 2u; o > 0u; o >>= 1u) {

@@ -6,7 +6,7 @@
 // values of a weight row per step (8 for most weights: one 16-byte load for f16; an LM head's
 // Q4_K runs are chunks of 64 whose quant and scale words are read once), strided by LANES *
 // W_RUN so the group reads each row coalesced; a step issues RPG independent runs and reuses
-// each 8 x values for all of them. The group's partial sums are reduced by lanes_keep (subgroup
+// each 8 x values for all of them. The group's partial sums are reduced by lanes_part (subgroup
 // shuffles where the adapter has them), whose parts meet after one barrier, and outputs reach
 // the kernel's store_pair as pairs (n, n + 1).
 // An RMSNorm of the input costs nothing extra: the group already reads all of x, so the lanes
@@ -14,8 +14,8 @@
 // Needs from the kernel: x (array<XElem>), w, store_pair (the step's values are not read);
 // W_RUN, WRun, w_run, w_run8 from a run piece (lib/weight_run8, lib/weight_run8_ahead, or a
 // type's long runs: ops/weight.rs); w_elem from lib/weight_rows (a long run only on rows stored
-// row after row: it may span the grouped layout's 32-value groups); lanes_keep, lanes_total from
-// lib/lanes_parts; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
+// row after row: it may span the grouped layout's 32-value groups); lanes_part, MAX_PARTS from
+// lib/lanes_*; NORMED, gemv_weigh, gemv_scale from lib/gemv_input_*.
 // Constants: K (a multiple of W_RUN), N, LANES, RPG (1, 2 or 4), WG_THREADS; WG_ROWS is even.
 alias XElem = vec4<f32>;
 
@@ -33,7 +33,9 @@ const CHUNKS: u32 = (K + STRIDE - 1u) / STRIDE;
 // spans several parts. With the x^2 sum reduced apart and each reduction of a 128-lane group
 // behind barriers of its own, Qwen2.5-0.5B decoded 2-3% slower on the H100 (docs/PERF.md).
 const SS_APART: bool = NORMED && RPG == 4u;
-const SUMS: u32 = select(1u, 2u, SS_APART);
+const VECS: u32 = select(1u, 2u, SS_APART);
+// Each part's sums: vec4 i of lane group g's part q at (i * GROUPS + g) * MAX_PARTS + q.
+var<workgroup> parts: array<vec4<f32>, VECS * GROUPS * MAX_PARTS>;
 
 @compute @workgroup_size(WG_THREADS)
 fn main(
@@ -71,8 +73,12 @@ fn main(
     if (NORMED && !SS_APART) {
         acc.w = ss;
     }
-    for (var i = 0u; i < SUMS; i++) {
-        lanes_keep(lid, lane, g, i, select(acc, vec4<f32>(ss, 0.0, 0.0, 0.0), i == 1u));
+    let part = LANES / MAX_PARTS;
+    for (var i = 0u; i < VECS; i++) {
+        let sum = lanes_part(lid, lane, select(acc, vec4<f32>(ss, 0.0, 0.0, 0.0), i == 1u));
+        if (lane % part == 0u) {
+            parts[(i * GROUPS + g) * MAX_PARTS + lane / part] = sum;
+        }
     }
     workgroupBarrier();
     if (lid < WG_ROWS / 2u) {
@@ -83,15 +89,19 @@ fn main(
     }
 }
 
-// Output o of this workgroup, after the barrier.
+// Output o of this workgroup, from its lane group's parts after the barrier.
 fn output(o: u32) -> f32 {
     let g = o / RPG;
-    let sums = lanes_total(g, 0u);
+    var sums = vec4<f32>(0.0);
+    var ss = 0.0;
+    for (var q = 0u; q < MAX_PARTS; q++) {
+        sums += parts[g * MAX_PARTS + q];
+        if (SS_APART) {
+            ss += parts[(GROUPS + g) * MAX_PARTS + q].x;
+        }
+    }
     if (!NORMED) {
         return sums[o % RPG];
     }
-    if (SS_APART) {
-        return sums[o % RPG] * gemv_scale(lanes_total(g, 1u).x);
-    }
-    return sums[o % RPG] * gemv_scale(sums.w);
+    return sums[o % RPG] * gemv_scale(select(sums.w, ss, SS_APART));
 }

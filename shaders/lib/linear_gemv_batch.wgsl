@@ -10,7 +10,7 @@
 // also sum x^2 of each row and its dot products are scaled by its 1/rms at the end; gamma
 // scales the weights as they load (lib/gemv_input_*).
 // Needs from the kernel: x (array<XElem>), w, step, store_pair; w_load8 from the weight
-// piece; w_elem from lib/weight_rows; lanes_keep, lanes_total from lib/lanes_parts; NORMED,
+// piece; w_elem from lib/weight_rows; lanes_part, MAX_PARTS from lib/lanes_*; NORMED,
 // gemv_weigh, gemv_scale from lib/gemv_input_*; step_rows from lib/rows_of_step.
 // Constants: K (a multiple of 8), N, LANES, RPG (1, 2 or 4), WG_THREADS,
 // GEMV_ROWS (rows of x per workgroup: a step of more rows takes one z of the grid per GEMV_ROWS);
@@ -35,6 +35,8 @@ const ROW_VECS: u32 = select(GEMV_ROWS, GEMV_ROWS / 2u, PACK);
 // Sums reduced over lane groups: the rows' dot products (ROW_VECS vec4s), then (NORMED) x^2
 // sums of four rows.
 const SUMS: u32 = ROW_VECS + select(0u, ROW_SETS, NORMED);
+// Shares of each sum, MAX_PARTS per lane group (lib/lanes_*).
+var<workgroup> parts: array<vec4<f32>, SUMS * GROUPS * MAX_PARTS>;
 
 // Row 0 of a workgroup's rows always exists (the grid's z covers the step's rows), so its work
 // never waits for the step's row count: the weight loads and row 0 come before it.
@@ -85,12 +87,13 @@ fn main(
         }
     }
     // Every row's sums (and x^2 sums) meet with one barrier: each part of a lane group
-    // leaves its share in workgroup memory (lib/lanes_parts), then the invocation of each output pair
+    // (lanes_part) leaves its share in workgroup memory, then the invocation of each output pair
     // adds the shares of its two sums (and of its row's x^2 sum) and stores the pair. Adding the
     // shares into workgroup memory first, behind a second barrier, cost B=8 4% on the H100
     // (docs/PERF.md). Summing all GEMV_ROWS rows whatever the step's count keeps
     // the subgroup operations out of branches (rows past it hold zeros): per-row reductions
     // behind conditions and barriers made 8 rows take 1.5x as long (docs/PERF.md).
+    let part = LANES / MAX_PARTS;
     for (var j = 0u; j < SUMS; j++) {
         var v = vec4<f32>(0.0);
         if (j < ROW_VECS) {
@@ -102,7 +105,10 @@ fn main(
         } else if (NORMED) {
             v = ss[j - ROW_VECS];
         }
-        lanes_keep(lid, lane, g, j, v);
+        let s = lanes_part(lid, lane, v);
+        if (lane % part == 0u) {
+            parts[(j * GROUPS + g) * MAX_PARTS + lane / part] = s;
+        }
     }
     workgroupBarrier();
     for (var p = lid; p < GEMV_ROWS * WG_ROWS / 2u; p += WG_THREADS) {
@@ -112,16 +118,24 @@ fn main(
         if (has_row(m0, j, rows) && n < N) {
             var scale = 1.0;
             if (NORMED) {
-                // Row j's x^2 sum was taken by lane group j % GROUPS.
-                scale = gemv_scale(lanes_total(j % GROUPS, ROW_VECS + j / 4u)[j % 4u]);
+                var nss = vec4<f32>(0.0);
+                for (var q = 0u; q < MAX_PARTS; q++) {
+                    nss += parts[((ROW_VECS + j / 4u) * GROUPS + j % GROUPS) * MAX_PARTS + q];
+                }
+                scale = gemv_scale(nss[j % 4u]);
             }
             store_pair(m0 + j, n, out_sum(j, o) * scale, out_sum(j, o + 1u) * scale);
         }
     }
 }
 
-// Row j's sum for this workgroup's output o.
+// Row j's sum for this workgroup's output o: its lane group's parts added.
 fn out_sum(j: u32, o: u32) -> f32 {
-    let t = lanes_total(o / RPG, select(j, j / 2u, PACK));
+    let gg = o / RPG;
+    let jv = select(j, j / 2u, PACK);
+    var t = vec4<f32>(0.0);
+    for (var q = 0u; q < MAX_PARTS; q++) {
+        t += parts[(jv * GROUPS + gg) * MAX_PARTS + q];
+    }
     return t[select(0u, (j % 2u) * 2u, PACK) + o % RPG];
 }

@@ -81,7 +81,6 @@ const FILES: &[(&str, &str)] = &[
     ("lib/coop_w_dequant", include_str!("../../shaders/lib/coop_w_dequant.wgsl")),
     ("lib/lanes_portable", include_str!("../../shaders/lib/lanes_portable.wgsl")),
     ("lib/lanes_subgroup", include_str!("../../shaders/lib/lanes_subgroup.wgsl")),
-    ("lib/lanes_parts", include_str!("../../shaders/lib/lanes_parts.wgsl")),
     ("embedding", include_str!("../../shaders/embedding.wgsl")),
     ("rmsnorm", include_str!("../../shaders/rmsnorm.wgsl")),
     ("input_f16", include_str!("../../shaders/input_f16.wgsl")),

@@ -787,14 +787,13 @@ pub struct LinearShape {
 
 /// How a GEMV lane group is reduced: subgroup shuffles within parts of the smallest subgroup
 /// size (whose sums meet in workgroup memory where a group spans several), when a group fits in
-/// the smallest subgroup or spans whole subgroups; else workgroup memory alone. Either way the
-/// parts' shares meet through lib/lanes_parts.
+/// the smallest subgroup or spans whole subgroups; else workgroup memory alone.
 fn lanes_piece(lanes: u32, subgroups: Option<(u32, u32)>, defs: Defs) -> (&'static str, Defs) {
     match subgroups {
         Some((smallest, largest)) if lanes <= smallest || lanes >= largest => {
-            ("lib/lanes_subgroup", defs.u32("SG_MIN", smallest).piece("lib/lanes_parts"))
+            ("lib/lanes_subgroup", defs.u32("SG_MIN", smallest))
         }
-        _ => ("lib/lanes_portable", defs.piece("lib/lanes_parts")),
+        _ => ("lib/lanes_portable", defs),
     }
 }
 
