@@ -113,20 +113,17 @@ impl GemvShape {
     /// in docs/PERF.md (`bench kernels --sweep`, rows-per-step table): an LM head's many
     /// outputs want 16-lane groups, a layer's wide weights 32, each with four outputs per group
     /// (one load of x serves four weight rows) past two rows; a long k wants 256 lanes, the rest
-    /// 128, two outputs each (at 8 rows half as many, the H100 sweep of the one-barrier core).
+    /// 128, two outputs each.
     pub fn heuristic_batch(k: u32, n: u32, rows: u32) -> GemvShape {
         let outputs = if rows >= 4 { 4 } else { 2 };
-        // The 8-row variant's layer weights take smaller workgroups and lane groups: 8
-        // normalized rows of 9728x896 18.9 -> 18.0 us with 64 threads, 1152x896 7.4 -> 6.7 with
-        // 128 (H200); with the one-barrier core (H100) 896x4864 14.1 -> 12.1 with 128 lanes,
-        // normalized 1152x896 7.9 -> 7.4 with 64 (docs/PERF.md).
+        // The 8-row variant's layer weights take smaller workgroups: 8 normalized rows of
+        // 9728x896 18.9 -> 18.0 us with 64 threads, 1152x896 7.4 -> 6.7 with 128 (docs/PERF.md).
         let eight = rows >= GEMV_WIDE_ROWS;
         let (lanes, outputs, threads) = match () {
             _ if n >= 32768 => (16, outputs, 256),
             _ if n >= 8192 => (32, 4, if eight { 64 } else { 256 }),
-            _ if eight => (if k >= 4096 { 128 } else { 64 }, 2, 128),
             _ if k >= 4096 => (256, 2, 256),
-            _ => (128, 2, 256),
+            _ => (128, 2, if eight { 128 } else { 256 }),
         };
         GemvShape { lanes, rows: outputs, threads }
     }

@@ -10,16 +10,15 @@ use wginfer::ops::{Step, Weight, WeightType};
 
 /// The portable variant, and the adapter's variant (subgroups, tensor cores where it has them)
 /// at the heuristic GEMV shapes and at GEMV shapes whose lane groups fit in one subgroup or span
-/// several (a whole workgroup of 128 or 256 lanes: the 8-row variant takes 128 for rows of 4096
-/// values or more, which the tests' weights are not), or (8-lane subgroups) one lane per row
-/// with four rows each; where the adapter has tensor cores, also its tiled core without them.
+/// several, or (8-lane subgroups) one lane per row with four rows each; where the adapter has
+/// tensor cores, also its tiled core without them.
 pub fn configs(gpu: &Gpu) -> Vec<LinearConfig> {
     let adapter = LinearConfig::for_adapter(&gpu.caps);
     let mut v = vec![LinearConfig::default(), adapter];
     if adapter.coop.is_some() {
         v.push(LinearConfig { coop: None, ..adapter });
     }
-    for (lanes, rows, threads) in [(4, 1, 8), (8, 4, 64), (64, 2, 128), (128, 2, 128), (256, 2, 256)] {
+    for (lanes, rows, threads) in [(4, 1, 8), (8, 4, 64), (64, 2, 128), (256, 2, 256)] {
         v.push(LinearConfig { gemv: Some(GemvShape { lanes, rows, threads }), ..adapter });
     }
     if adapter.has_rows_core() {
