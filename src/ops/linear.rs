@@ -258,6 +258,29 @@ fn gemv_reach() -> (u32, u32) {
     })
 }
 
+/// Kernel developers' knob: `WGINFER_GEMV_BATCH` = "NxK=LANES,ROWS,THREADS ..." (entries apart
+/// by spaces), the 8-row variant's shape for `[N, K]` weights, for sweeps of whole steps:
+/// `bench kernels --sweep` times a kernel in a chain of itself, and shapes it found faster there
+/// ran the step slower (docs/PERF.md, thirty-sixth session).
+fn gemv_batch_knob() -> &'static [((u32, u32), GemvShape)] {
+    static S: std::sync::OnceLock<Vec<((u32, u32), GemvShape)>> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let Ok(v) = std::env::var("WGINFER_GEMV_BATCH") else { return Vec::new() };
+        let entry = |e: &str| {
+            let (w, g) = e.split_once('=')?;
+            let (n, k) = w.split_once('x')?;
+            let g: Vec<u32> = g.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+            let &[lanes, rows, threads] = &g[..] else { return None };
+            Some(((n.parse().ok()?, k.parse().ok()?), GemvShape { lanes, rows, threads }))
+        };
+        let entries = v.split_whitespace().map(entry).collect::<Option<Vec<_>>>();
+        entries.unwrap_or_else(|| {
+            eprintln!("warning: WGINFER_GEMV_BATCH={v:?} is not NxK=LANES,ROWS,THREADS ...; ignored");
+            Vec::new()
+        })
+    })
+}
+
 /// The rows each variant of the batched GEMV core is built for; a step runs the smallest that
 /// holds its rows. A variant handles every one of its rows without a condition on the step's
 /// count (rows past it repeat the last row, and are never stored), so the loads of all rows
@@ -661,10 +684,15 @@ impl LinearConfig {
     }
 
     /// The batched GEMV core's shape for a `[n, k]` weight where the rows core does not run it:
-    /// the forced one, else the heuristic's (`wginfer tune` measures the one-row core only).
+    /// the forced one, else the 8-row variant's knobbed one (`gemv_batch_knob`), else the
+    /// heuristic's (`wginfer tune` measures the one-row core only).
     pub fn gemv_batch_shape(&self, k: u32, n: u32, rows: u32) -> GemvShape {
         // A forced one-lane shape is the rows core's: lib/linear_gemv_batch has no such form.
-        self.gemv.filter(|g| g.lanes > 1).unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
+        let knobbed = || gemv_batch_knob().iter().find(|(w, _)| *w == (n, k)).map(|&(_, g)| g);
+        self.gemv
+            .filter(|g| g.lanes > 1)
+            .or_else(|| knobbed().filter(|_| rows >= GEMV_WIDE_ROWS))
+            .unwrap_or_else(|| GemvShape::heuristic_batch(k, n, rows))
     }
 
     /// The GEMV shape for a `[n, k]` weight of type `ty`: the forced one, else the tuned one,
