@@ -567,22 +567,34 @@ fn keys_full_queues_and_disconnects() {
     assert_eq!(send(&json!({"model": MODEL, "prompt": "Hi", "max_tokens": 2})).status(), 200);
 }
 
-/// `wginfer serve` as a process on a free port with a context of `context` positions: the
-/// process, its address and the rest of its stderr.
+/// `wginfer serve` as a process on a free port with a context of `context` positions, its
+/// stderr to `stderr`.
 #[cfg(unix)]
-fn serve_binary(context: &str) -> (std::process::Child, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wginfer"))
+fn serve_process(context: &str, stderr: impl Into<std::process::Stdio>) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wginfer"))
         .args(["serve", "--port", "0", "--context", context, "--model"])
         .arg(fixture(MODEL))
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        .unwrap()
+}
+
+/// The address the server's first line of stderr names, once it answers.
+#[cfg(unix)]
+fn serving_url(stderr: &mut impl Iterator<Item = std::io::Result<String>>) -> String {
     let first = stderr.next().unwrap().unwrap();
     let url = first.split(" on ").nth(1).unwrap_or_else(|| panic!("no address in {first:?}")).to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{first}");
     wait_until_healthy(&url);
+    url
+}
+
+/// `serve_process` with stderr piped: the process, its address and the rest of its stderr.
+#[cfg(unix)]
+fn serve_binary(context: &str) -> (std::process::Child, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let mut child = serve_process(context, std::process::Stdio::piped());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = serving_url(&mut stderr);
     (child, url, stderr)
 }
 
@@ -613,14 +625,73 @@ fn the_binary_serves_until_sigterm_and_exits_zero() {
 #[cfg(unix)]
 #[test]
 fn a_second_signal_stops_the_server_at_once() {
-    let (mut child, url, _stderr) = serve_binary("4096");
+    let (child, url, _stderr) = serve_binary("4096");
+    second_signal_stops(child, &url);
+}
+
+/// The same with a stderr nobody reads (a full pipe): the first signal's note and the second's
+/// wait on it, and neither may hold the exit.
+#[cfg(unix)]
+#[test]
+fn a_second_signal_stops_the_server_whose_stderr_is_full() {
+    let (child, url, _stderr) = serve_binary_stderr_full("4096");
+    second_signal_stops(child, &url);
+}
+
+/// A server whose stderr nobody reads still shuts down on one signal, with status 0.
+#[cfg(unix)]
+#[test]
+fn the_binary_whose_stderr_is_full_exits_zero_on_sigterm() {
+    let (mut child, url, _stderr) = serve_binary_stderr_full("128");
+    let (text, _, _) = complete(&url, "/v1/completions", json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4}));
+    assert!(!text.is_empty());
+    signal(&child, "-TERM");
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "SIGTERM did not end the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.wait().unwrap().success());
+}
+
+/// `serve_binary` with a stderr that fills up once the server is up: this end writes into the
+/// pipe until writes block (the server's then block too). The writing ends once the returned
+/// reader is dropped.
+#[cfg(unix)]
+fn serve_binary_stderr_full(context: &str) -> (std::process::Child, String, impl Sized) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let child = serve_process(context, writer.try_clone().unwrap());
+    let mut stderr = BufReader::new(reader).lines();
+    let url = serving_url(&mut stderr);
+    let written = Arc::new(AtomicUsize::new(0));
+    let count = written.clone();
+    std::thread::spawn(move || {
+        while writer.write_all(&[b'.'; 4096]).is_ok() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    // Full: nothing more went in for 300 ms.
+    let mut before = 0;
+    while before == 0 || written.load(Ordering::Relaxed) != before {
+        before = written.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    (child, url, stderr)
+}
+
+/// With a long request open: a first signal leaves the server running, a second ends it with
+/// status 130, and the client's connection ends without an answer.
+#[cfg(unix)]
+fn second_signal_stops(mut child: std::process::Child, url: &str) {
     let long = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4000, "ignore_eos": true});
     let open = {
-        let url = url.clone();
+        let url = url.to_string();
         std::thread::spawn(move || client().post(format!("{url}/v1/completions")).json(&long).send())
     };
     let t = Instant::now();
-    while metric(&url, "wginfer_requests_running") == 0.0 {
+    while metric(url, "wginfer_requests_running") == 0.0 {
         assert!(t.elapsed() < Duration::from_secs(60), "the request never ran");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -6,6 +6,9 @@
 
 use std::io::Write;
 
+/// How long the second signal's exit waits for its note to reach stderr.
+const NOTE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Waits for the first signal and runs `on_first`; from then on a task on the current tokio
 /// runtime ends the process at the next signal (the runtime must outlive the wait for it to).
 /// `message` goes to stderr from a thread of its own: a blocked stderr holds neither the run's
@@ -18,7 +21,9 @@ pub async fn first_signal(message: &'static str, on_first: impl FnOnce()) {
     on_first();
     tokio::spawn(async move {
         signals.next().await;
-        let _ = writeln!(std::io::stderr(), "stopped at once");
+        // Blocked stderr: a write waits on the pipe, or on the lock of the thread that does.
+        let note = tokio::task::spawn_blocking(|| writeln!(std::io::stderr(), "stopped at once"));
+        let _ = tokio::time::timeout(NOTE_WAIT, note).await;
         std::process::exit(130);
     });
     std::thread::spawn(move || {
