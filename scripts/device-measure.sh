@@ -2,7 +2,8 @@
 # One device lend's measurements for issues 11 and 14, run on the H200 from the repository root
 # (docs/PERF.md's figures come from runs like these). Bring `.gl`, `target/release/wginfer`
 # (stripped) and, for `tests`, what scripts/build-device-tests.sh writes to target/device.
-#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | flash | batch | shapes | crossover | split | ab
+#   scripts/device-measure.sh PHASE...   PHASE: tests | prefill | decode | flash | batch | batch-shapes | shapes
+#                                        | crossover | split | ab
 #                                        | ab-shaders (with VARIANT=DIR)
 # Each phase appends to $OUT/PHASE.txt (the device tool returns a few files): the command, then
 # its output. One phase fits in a call's 10 minutes; a cold machine spends ~1 of them starting.
@@ -79,6 +80,17 @@ for phase in "$@"; do
         run batch "$bin" "${sweep[@]}" --kv-type f16
         run batch env WGINFER_ATTN_GROUPED=1 "$bin" "${sweep[@]}"
         ;;
+    batch-shapes)
+        # The 8-row GEMV variant's shape per weight (WGINFER_GEMV_BATCH = "NxK=LANES,ROWS,THREADS
+        # ..."), timed by whole steps: shapes that `bench kernels --sweep` found faster lost in
+        # the step (docs/PERF.md, thirty-sixth session). The built-in shapes ("") come between
+        # the candidates, so that drift shows.
+        sweep=(bench batch-sweep --synthetic qwen2.5-0.5b --type f16 --requests 64 --batches 8,16 --json)
+        for s in "" "896x4864=128,2,128" "1152x896=64,2,128 896x896=64,2,128" "" "9728x896=16,4,128" \
+            "896x4864=64,2,256" "896x896=128,2,256" ""; do
+            run batch-shapes env WGINFER_GEMV_BATCH="$s" "$bin" "${sweep[@]}"
+        done
+        ;;
     shapes)
         # The tensor-core prefill core's shape: the kept one against 2,2,2,128 (best at one 64-row
         # tile of the 896x4864 weight and on the matmul probe, slower on the LM head).
@@ -136,6 +148,6 @@ for phase in "$@"; do
         done
         run ab-shaders env WGINFER_SHADERS="$variant" target/device/kernels
         ;;
-    *) echo "unknown phase $phase (tests, prefill, decode, batch, shapes, crossover, split, ab, ab-shaders)" >&2; exit 2 ;;
+    *) echo "unknown phase $phase (tests, prefill, decode, flash, batch, batch-shapes, shapes, crossover, split, ab, ab-shaders)" >&2; exit 2 ;;
     esac
 done
