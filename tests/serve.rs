@@ -646,12 +646,20 @@ fn the_binary_whose_stderr_is_full_exits_zero_on_sigterm() {
     let (text, _, _) = complete(&url, "/v1/completions", json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4}));
     assert!(!text.is_empty());
     signal(&child, "-TERM");
+    assert!(exit_within_10s(&mut child, "SIGTERM").success());
+}
+
+/// The child's exit status, once it ends within 10 s of `after` (else the test fails).
+#[cfg(unix)]
+fn exit_within_10s(child: &mut std::process::Child, after: &str) -> std::process::ExitStatus {
     let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "SIGTERM did not end the server");
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{after} did not end the server");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(child.wait().unwrap().success());
 }
 
 /// `serve_binary` with a stderr that fills up once the server is up: this end writes into the
@@ -699,12 +707,7 @@ fn second_signal_stops(mut child: std::process::Child, url: &str) {
     std::thread::sleep(Duration::from_millis(500));
     assert!(child.try_wait().unwrap().is_none(), "the first signal ended the server before its open request");
     signal(&child, "-INT");
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "the second signal did not end the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(exit_within_10s(&mut child, "the second signal").code(), Some(130));
     // The client sees its connection end without an answer.
     assert!(open.join().unwrap().is_err_and(|e| !e.is_status()));
 }

@@ -265,19 +265,14 @@ fn gemv_reach() -> (u32, u32) {
 fn gemv_batch_knob() -> &'static [((u32, u32), GemvShape)] {
     static S: std::sync::OnceLock<Vec<((u32, u32), GemvShape)>> = std::sync::OnceLock::new();
     S.get_or_init(|| {
-        let Ok(v) = std::env::var("WGINFER_GEMV_BATCH") else { return Vec::new() };
         let entry = |e: &str| {
             let (w, g) = e.split_once('=')?;
             let (n, k) = w.split_once('x')?;
-            let g: Vec<u32> = g.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-            let &[lanes, rows, threads] = &g[..] else { return None };
+            let &[lanes, rows, threads] = &numbers(g)?[..] else { return None };
             Some(((n.parse().ok()?, k.parse().ok()?), GemvShape { lanes, rows, threads }))
         };
-        let entries = v.split_whitespace().map(entry).collect::<Option<Vec<_>>>();
-        entries.unwrap_or_else(|| {
-            eprintln!("warning: WGINFER_GEMV_BATCH={v:?} is not NxK=LANES,ROWS,THREADS ...; ignored");
-            Vec::new()
-        })
+        let parse = |v: &str| v.split_whitespace().map(entry).collect();
+        knob("WGINFER_GEMV_BATCH", "NxK=LANES,ROWS,THREADS ...", parse).unwrap_or_default()
     })
 }
 
@@ -543,13 +538,23 @@ impl CoopShape {
 /// A shape from the kernel developers' knob `var` (comma-separated numbers that `shape` takes),
 /// or `None` when it is unset or not such a shape (said on stderr, naming `form`).
 pub(crate) fn shape_knob<T>(var: &str, form: &str, shape: impl Fn(&[u32]) -> Option<T>) -> Option<T> {
+    knob(var, form, |v| numbers(v).and_then(|n| shape(&n)))
+}
+
+/// A kernel developers' knob `var` as `parse` reads it: None where it is unset, or (with a
+/// warning naming `form`) where `parse` refuses it.
+fn knob<T>(var: &str, form: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
     let v = std::env::var(var).ok()?;
-    let parsed = v.split(',').map(|x| x.trim().parse().ok()).collect::<Option<Vec<u32>>>();
-    let s = parsed.and_then(|n| shape(&n));
+    let s = parse(&v);
     if s.is_none() {
         eprintln!("warning: {var}={v:?} is not {form}; ignored");
     }
     s
+}
+
+/// Comma-separated numbers.
+fn numbers(v: &str) -> Option<Vec<u32>> {
+    v.split(',').map(|x| x.trim().parse().ok()).collect()
 }
 
 /// A kernel developers' switch `var` = 1 or 0 (`shape_knob`'s warning for anything else).
